@@ -1,0 +1,1 @@
+//! capstan connectors

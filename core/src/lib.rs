@@ -1,0 +1,4 @@
+//! capstan's pure core: positions, changes and pipeline specs. Nothing here touches a socket,
+//! a file or an async runtime; everything is unit- and property-tested in isolation.
+
+pub mod position;

@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# capstan dev services: a real MySQL 9.x (Debian sid, in a debootstrap'd chroot) and a real
+# MariaDB (Debian's mariadb-server), each on a private loopback port with the binlog settings
+# capstan depends on.
+#
+#   deploy/dev/services.sh up       start both (idempotent: a running server is left alone)
+#   deploy/dev/services.sh down     stop both and release the chroot's mounts
+#   deploy/dev/services.sh status   say what runs where; exit 1 if either is down
+#   deploy/dev/services.sh env      print the connection settings tests read (eval-able)
+#   deploy/dev/services.sh reset    down, then wipe both data directories
+#
+# The package mirror is read from this machine's apt configuration (or CAPSTAN_DEBIAN_MIRROR);
+# no package host is named here. Everything lives under CAPSTAN_CACHE (default
+# ~/.cache/capstan) so a rerun reuses the chroot and data directories and takes seconds.
+set -euo pipefail
+
+CACHE=${CAPSTAN_CACHE:-$HOME/.cache/capstan}
+CHROOT=$CACHE/mysql-sid-chroot
+RUN=$CACHE/run
+
+MYSQL_PORT=${CAPSTAN_MYSQL_PORT:-43306}
+MARIADB_PORT=${CAPSTAN_MARIADB_PORT:-43307}
+# dev-only credentials for loopback servers; never reuse them anywhere else
+CAPSTAN_USER=capstan
+CAPSTAN_PASSWORD=capstan-dev-pw
+ADMIN_USER=capstan_admin
+ADMIN_PASSWORD=capstan-admin-dev-pw
+
+# inside the chroot
+MYSQL_DATA=/var/lib/capstan-mysql
+MYSQL_SOCK=/run/capstan-mysql.sock
+MYSQL_PID=/run/capstan-mysql.pid
+MYSQL_LOG=/var/log/capstan-mysql.err
+# on the host
+MARIADB_DATA=$CACHE/mariadb-data
+MARIADB_SOCK=$RUN/mariadb.sock
+MARIADB_PID=$RUN/mariadb.pid
+MARIADB_LOG=$RUN/mariadb.err
+
+log() { printf 'services: %s\n' "$*" >&2; }
+die() { printf 'services: error: %s\n' "$*" >&2; exit 1; }
+
+# The first plain Debian archive URI in the machine's apt sources (deb822 or one-line form).
+apt_mirror() {
+  if [[ -n ${CAPSTAN_DEBIAN_MIRROR:-} ]]; then echo "$CAPSTAN_DEBIAN_MIRROR"; return; fi
+  local f uri
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -r $f ]] || continue
+    uri=$(awk '
+      /^[[:space:]]*$/ { if (types ~ /deb( |$)/ && uri != "" && suites !~ /security/) { print uri; exit } types=""; uri=""; suites=""; next }
+      /^Types:/ { types=$0 }
+      /^URIs:/ { uri=$2 }
+      /^Suites:/ { suites=$0 }
+      END { if (types ~ /deb( |$)/ && uri != "" && suites !~ /security/) print uri }' "$f" | grep -E '/debian/?$' | head -n1 || true)
+    if [[ -n $uri ]]; then echo "$uri"; return; fi
+  done
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [[ -r $f ]] || continue
+    uri=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /\]$/) { if ($(i+1) !~ /security/) print $i; break } }' "$f" \
+      | grep -E '/debian/?$' | head -n1 || true)
+    if [[ -n $uri ]]; then echo "$uri"; return; fi
+  done
+  die "no Debian mirror found in the apt configuration; set CAPSTAN_DEBIAN_MIRROR"
+}
+
+need() { command -v "$1" >/dev/null 2>&1 || die "missing '$1' (install: $2)"; }
+
+# ---------------------------------------------------------------- MySQL (chroot)
+
+chroot_mounts() {
+  local m
+  for m in proc dev; do
+    mountpoint -q "$CHROOT/$m" || mount --bind "/$m" "$CHROOT/$m"
+  done
+}
+
+chroot_unmount() {
+  local m
+  for m in dev proc; do
+    if mountpoint -q "$CHROOT/$m" 2>/dev/null; then umount -l "$CHROOT/$m"; fi
+  done
+}
+
+mysql_chroot() {
+  if [[ -x $CHROOT/usr/sbin/mysqld && -x $CHROOT/usr/bin/mysql ]]; then return; fi
+  need debootstrap debootstrap
+  local mirror
+  mirror=$(apt_mirror)
+  log "building the MySQL chroot (Debian sid) in $CHROOT"
+  rm -rf "$CHROOT.partial"
+  mkdir -p "$CACHE"
+  debootstrap --variant=minbase sid "$CHROOT.partial" "$mirror" >"$CACHE/debootstrap.log" 2>&1 \
+    || { tail -n 20 "$CACHE/debootstrap.log" >&2; die "debootstrap failed (log: $CACHE/debootstrap.log)"; }
+  mv "$CHROOT.partial" "$CHROOT"
+  chroot_mounts
+  # the mirror's Release file can be older than the clock: do not let that stop the install
+  chroot "$CHROOT" apt-get -o Acquire::Check-Valid-Until=false -qq update
+  chroot "$CHROOT" env DEBIAN_FRONTEND=noninteractive apt-get -o Acquire::Check-Valid-Until=false \
+    install -y -qq --no-install-recommends mysql-server-core mysql-client >"$CACHE/mysql-install.log" 2>&1 \
+    || { tail -n 20 "$CACHE/mysql-install.log" >&2; die "mysql install in the chroot failed"; }
+  chroot "$CHROOT" apt-get clean
+}
+
+mysql_cli() { chroot "$CHROOT" mysql --no-defaults -uroot --socket="$MYSQL_SOCK" "$@"; }
+
+mysql_running() {
+  [[ -d $CHROOT ]] || return 1
+  mountpoint -q "$CHROOT/proc" || return 1
+  mysql_cli -Nse 'SELECT 1' >/dev/null 2>&1
+}
+
+mysql_up() {
+  mysql_chroot
+  chroot_mounts
+  if mysql_running; then log "mysql already running on 127.0.0.1:$MYSQL_PORT"; return; fi
+  if [[ ! -d $CHROOT$MYSQL_DATA/mysql ]]; then
+    log "initialising the MySQL data directory"
+    rm -rf "${CHROOT:?}$MYSQL_DATA"
+    chroot "$CHROOT" mysqld --no-defaults --initialize-insecure --user=root --datadir="$MYSQL_DATA" \
+      >"$CACHE/mysql-init.log" 2>&1 || { tail -n 20 "$CACHE/mysql-init.log" >&2; die "mysqld --initialize failed"; }
+  fi
+  log "starting mysql on 127.0.0.1:$MYSQL_PORT"
+  rm -f "$CHROOT$MYSQL_SOCK" "$CHROOT$MYSQL_PID"
+  setsid chroot "$CHROOT" mysqld --no-defaults --user=root --datadir="$MYSQL_DATA" \
+    --socket="$MYSQL_SOCK" --pid-file="$MYSQL_PID" --log-error="$MYSQL_LOG" \
+    --bind-address=127.0.0.1 --port="$MYSQL_PORT" --mysqlx=OFF \
+    --secure-file-priv= --server-id=1 \
+    --gtid-mode=ON --enforce-gtid-consistency=ON --log-bin=binlog --binlog-format=ROW \
+    --binlog-row-image=FULL --binlog-row-metadata=FULL \
+    --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=2 --sync-binlog=0 \
+    --max-connections=500 </dev/null >/dev/null 2>&1 &
+  local i
+  for i in $(seq 1 120); do
+    mysql_running && break
+    sleep 0.5
+  done
+  mysql_running || { tail -n 30 "$CHROOT$MYSQL_LOG" >&2; die "mysql did not come up"; }
+  mysql_cli <<SQL
+CREATE USER IF NOT EXISTS '$CAPSTAN_USER'@'%' IDENTIFIED BY '$CAPSTAN_PASSWORD';
+GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT, LOCK TABLES ON *.* TO '$CAPSTAN_USER'@'%';
+GRANT XA_RECOVER_ADMIN ON *.* TO '$CAPSTAN_USER'@'%';
+CREATE USER IF NOT EXISTS '$ADMIN_USER'@'%' IDENTIFIED BY '$ADMIN_PASSWORD';
+GRANT ALL ON *.* TO '$ADMIN_USER'@'%' WITH GRANT OPTION;
+SQL
+}
+
+mysql_down() {
+  if mysql_running; then
+    log "stopping mysql"
+    mysql_cli -e 'SHUTDOWN' >/dev/null 2>&1 || true
+  fi
+  local pid i
+  pid=$(cat "$CHROOT$MYSQL_PID" 2>/dev/null || true)
+  if [[ -n $pid ]]; then
+    for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$CHROOT$MYSQL_PID" 2>/dev/null || true
+  chroot_unmount
+}
+
+# ---------------------------------------------------------------- MariaDB (host)
+
+mariadb_cli() { mariadb --no-defaults -uroot --socket="$MARIADB_SOCK" "$@"; }
+
+mariadb_running() { mariadb_cli -Nse 'SELECT 1' >/dev/null 2>&1; }
+
+mariadb_up() {
+  need mariadbd mariadb-server
+  need mariadb mariadb-client
+  mkdir -p "$RUN"
+  if mariadb_running; then log "mariadb already running on 127.0.0.1:$MARIADB_PORT"; return; fi
+  if [[ ! -d $MARIADB_DATA/mysql ]]; then
+    log "initialising the MariaDB data directory"
+    rm -rf "$MARIADB_DATA"
+    mkdir -p "$MARIADB_DATA"
+    mariadb-install-db --no-defaults --user=root --datadir="$MARIADB_DATA" \
+      --auth-root-authentication-method=socket >"$CACHE/mariadb-init.log" 2>&1 \
+      || { tail -n 20 "$CACHE/mariadb-init.log" >&2; die "mariadb-install-db failed"; }
+  fi
+  log "starting mariadb on 127.0.0.1:$MARIADB_PORT"
+  rm -f "$MARIADB_SOCK" "$MARIADB_PID"
+  setsid mariadbd --no-defaults --user=root --datadir="$MARIADB_DATA" \
+    --socket="$MARIADB_SOCK" --pid-file="$MARIADB_PID" --log-error="$MARIADB_LOG" \
+    --bind-address=127.0.0.1 --port="$MARIADB_PORT" --server-id=2 \
+    --log-bin=mariadb-bin --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL \
+    --gtid-strict-mode=ON --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=2 \
+    --sync-binlog=0 --max-connections=500 </dev/null >/dev/null 2>&1 &
+  local i
+  for i in $(seq 1 120); do
+    mariadb_running && break
+    sleep 0.5
+  done
+  mariadb_running || { tail -n 30 "$MARIADB_LOG" >&2; die "mariadb did not come up"; }
+  mariadb_cli <<SQL
+CREATE USER IF NOT EXISTS '$CAPSTAN_USER'@'%' IDENTIFIED BY '$CAPSTAN_PASSWORD';
+GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT, LOCK TABLES ON *.* TO '$CAPSTAN_USER'@'%';
+CREATE USER IF NOT EXISTS '$ADMIN_USER'@'%' IDENTIFIED BY '$ADMIN_PASSWORD';
+GRANT ALL ON *.* TO '$ADMIN_USER'@'%' WITH GRANT OPTION;
+SQL
+}
+
+mariadb_down() {
+  if mariadb_running; then
+    log "stopping mariadb"
+    mariadb_cli -e 'SHUTDOWN' >/dev/null 2>&1 || true
+  fi
+  local pid i
+  pid=$(cat "$MARIADB_PID" 2>/dev/null || true)
+  if [[ -n $pid ]]; then
+    for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$MARIADB_PID"
+}
+
+# ---------------------------------------------------------------- commands
+
+status() {
+  local rc=0
+  if mysql_running; then
+    echo "mysql    up    127.0.0.1:$MYSQL_PORT  $(mysql_cli -Nse 'SELECT VERSION()')"
+  else
+    echo "mysql    down"; rc=1
+  fi
+  if mariadb_running; then
+    echo "mariadb  up    127.0.0.1:$MARIADB_PORT  $(mariadb_cli -Nse 'SELECT VERSION()')"
+  else
+    echo "mariadb  down"; rc=1
+  fi
+  return $rc
+}
+
+print_env() {
+  cat <<ENV
+export CAPSTAN_MYSQL_HOST=127.0.0.1
+export CAPSTAN_MYSQL_PORT=$MYSQL_PORT
+export CAPSTAN_MYSQL_USER=$CAPSTAN_USER
+export CAPSTAN_MYSQL_PASSWORD=$CAPSTAN_PASSWORD
+export CAPSTAN_MYSQL_ADMIN_USER=$ADMIN_USER
+export CAPSTAN_MYSQL_ADMIN_PASSWORD=$ADMIN_PASSWORD
+export CAPSTAN_MARIADB_HOST=127.0.0.1
+export CAPSTAN_MARIADB_PORT=$MARIADB_PORT
+export CAPSTAN_MARIADB_USER=$CAPSTAN_USER
+export CAPSTAN_MARIADB_PASSWORD=$CAPSTAN_PASSWORD
+export CAPSTAN_MARIADB_ADMIN_USER=$ADMIN_USER
+export CAPSTAN_MARIADB_ADMIN_PASSWORD=$ADMIN_PASSWORD
+ENV
+}
+
+case "${1:-}" in
+  up)
+    [[ $(id -u) -eq 0 ]] || die "run as root (chroot and bind mounts need it)"
+    mysql_up
+    mariadb_up
+    status
+    ;;
+  down)
+    mysql_down
+    mariadb_down
+    log "both servers stopped"
+    ;;
+  status) status ;;
+  env) print_env ;;
+  reset)
+    mysql_down
+    mariadb_down
+    rm -rf "${CHROOT:?}$MYSQL_DATA" "$MARIADB_DATA"
+    log "data directories wiped"
+    ;;
+  *)
+    echo "usage: $0 up|down|status|env|reset" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,1 @@
+//! capstan integration test support
