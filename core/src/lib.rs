@@ -1,4 +1,5 @@
 //! capstan's pure core: positions, changes and pipeline specs. Nothing here touches a socket,
 //! a file or an async runtime; everything is unit- and property-tested in isolation.
 
+pub mod change;
 pub mod position;
