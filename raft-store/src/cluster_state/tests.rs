@@ -1,0 +1,324 @@
+use capstan_core::position::{Flavor, Position};
+
+use super::*;
+use crate::command::{DesiredState, KeyBytes, RunnerState, SpecJson};
+
+fn gtids(text: &str) -> Position {
+    Position::parse(Flavor::Mysql, text).unwrap()
+}
+
+const UUID: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+
+fn create(state: &mut ClusterState, name: &str) {
+    let spec = SpecJson::new(serde_json::json!({"source": "db"}));
+    let response = state.apply(Command::CreatePipeline {
+        name: name.into(),
+        spec,
+    });
+    assert_eq!(response, Response::Applied);
+}
+
+fn assign(state: &mut ClusterState, name: &str, node: u64, epoch: Epoch) -> Response {
+    state.apply(Command::AssignOwner {
+        pipeline: name.into(),
+        node,
+        epoch,
+    })
+}
+
+fn checkpoint(state: &mut ClusterState, name: &str, epoch: Epoch, text: &str) -> Response {
+    state.apply(Command::CommitCheckpoint {
+        pipeline: name.into(),
+        epoch,
+        position: gtids(text),
+    })
+}
+
+#[test]
+fn create_update_delete() {
+    let mut state = ClusterState::new();
+    create(&mut state, "orders");
+    let duplicate = state.apply(Command::CreatePipeline {
+        name: "orders".into(),
+        spec: SpecJson::default(),
+    });
+    assert_eq!(duplicate, Response::PipelineExists);
+
+    let record = state.pipeline("orders").unwrap();
+    assert_eq!(record.desired_state(), DesiredState::Stopped);
+    assert_eq!(record.generation(), 1);
+    assert_eq!(record.ownership(), None);
+
+    let spec = SpecJson::new(serde_json::json!({"source": "other"}));
+    let updated = state.apply(Command::UpdatePipelineConfig {
+        name: "orders".into(),
+        spec: spec.clone(),
+    });
+    assert_eq!(updated, Response::Applied);
+    assert_eq!(state.pipeline("orders").unwrap().generation(), 2);
+    assert_eq!(state.pipeline("orders").unwrap().spec(), &spec);
+
+    let deleted = state.apply(Command::DeletePipeline {
+        name: "orders".into(),
+    });
+    assert_eq!(deleted, Response::Applied);
+    assert!(state.pipelines().is_empty());
+}
+
+#[test]
+fn unknown_pipeline_is_distinct() {
+    let mut state = ClusterState::new();
+    let commands = [
+        Command::UpdatePipelineConfig {
+            name: "x".into(),
+            spec: SpecJson::default(),
+        },
+        Command::DeletePipeline { name: "x".into() },
+        Command::SetDesiredState {
+            name: "x".into(),
+            state: DesiredState::Running,
+        },
+        Command::AssignOwner {
+            pipeline: "x".into(),
+            node: 1,
+            epoch: 1,
+        },
+        Command::CommitCheckpoint {
+            pipeline: "x".into(),
+            epoch: 1,
+            position: gtids(""),
+        },
+        Command::ReportStatus {
+            pipeline: "x".into(),
+            epoch: 1,
+            state: RunnerState::Streaming,
+            reason: None,
+        },
+        Command::ResetOffsets {
+            pipeline: "x".into(),
+        },
+    ];
+    for command in commands {
+        assert_eq!(state.apply(command), Response::UnknownPipeline);
+    }
+    assert_eq!(state, ClusterState::new());
+}
+
+#[test]
+fn assign_owner_needs_a_greater_epoch() {
+    let mut state = ClusterState::new();
+    create(&mut state, "p");
+    assert_eq!(state.next_epoch("p"), Some(1));
+    assert_eq!(assign(&mut state, "p", 1, 1), Response::Applied);
+    assert_eq!(
+        assign(&mut state, "p", 2, 1),
+        Response::EpochNotIncreasing { current: 1 }
+    );
+    assert_eq!(
+        assign(&mut state, "p", 2, 0),
+        Response::EpochNotIncreasing { current: 1 }
+    );
+    assert_eq!(assign(&mut state, "p", 2, 5), Response::Applied);
+    let owner = state.ownership("p").unwrap();
+    assert_eq!((owner.node, owner.epoch), (2, 5));
+    assert_eq!(state.max_epoch(), 5);
+}
+
+#[test]
+fn stale_owner_is_fenced() {
+    let mut state = ClusterState::new();
+    create(&mut state, "p");
+    assign(&mut state, "p", 1, 1);
+    assert_eq!(
+        checkpoint(&mut state, "p", 1, &format!("{UUID}:1-5")),
+        Response::Applied
+    );
+    assign(&mut state, "p", 2, 2);
+
+    let before = state.clone();
+    assert_eq!(
+        checkpoint(&mut state, "p", 1, &format!("{UUID}:1-9")),
+        Response::StaleEpoch { current: 2 }
+    );
+    let status = state.apply(Command::ReportStatus {
+        pipeline: "p".into(),
+        epoch: 1,
+        state: RunnerState::Streaming,
+        reason: None,
+    });
+    assert_eq!(status, Response::StaleEpoch { current: 2 });
+    assert!(status.is_fenced());
+    let future = checkpoint(&mut state, "p", 3, &format!("{UUID}:1-9"));
+    assert_eq!(future, Response::StaleEpoch { current: 2 });
+    assert_eq!(state, before);
+
+    assert_eq!(
+        checkpoint(&mut state, "p", 2, &format!("{UUID}:1-9")),
+        Response::Applied
+    );
+    assert_eq!(
+        state.pipeline("p").unwrap().checkpoint(),
+        Some(&gtids(&format!("{UUID}:1-9")))
+    );
+}
+
+#[test]
+fn writes_to_an_unowned_pipeline_are_refused() {
+    let mut state = ClusterState::new();
+    create(&mut state, "p");
+    assert_eq!(
+        checkpoint(&mut state, "p", 0, &format!("{UUID}:1")),
+        Response::Unowned
+    );
+    assert!(Response::Unowned.is_fenced());
+}
+
+#[test]
+fn checkpoint_must_not_regress() {
+    let mut state = ClusterState::new();
+    create(&mut state, "p");
+    assign(&mut state, "p", 1, 1);
+    checkpoint(&mut state, "p", 1, &format!("{UUID}:1-10"));
+    assert_eq!(
+        checkpoint(&mut state, "p", 1, &format!("{UUID}:1-4")),
+        Response::CheckpointRegressed
+    );
+    let mariadb = state.apply(Command::CommitCheckpoint {
+        pipeline: "p".into(),
+        epoch: 1,
+        position: Position::parse(Flavor::Mariadb, "0-1-100").unwrap(),
+    });
+    assert_eq!(mariadb, Response::CheckpointRegressed);
+    // a retry of the same checkpoint is fine
+    assert_eq!(
+        checkpoint(&mut state, "p", 1, &format!("{UUID}:1-10")),
+        Response::Applied
+    );
+}
+
+#[test]
+fn snapshot_progress_and_completion() {
+    let mut state = ClusterState::new();
+    create(&mut state, "p");
+    assign(&mut state, "p", 1, 1);
+    let progress = |status, cursor: u8| Command::CommitSnapshotProgress {
+        pipeline: "p".into(),
+        epoch: 1,
+        table: "shop.orders".into(),
+        pk_cursor: Some(KeyBytes::new(vec![cursor])),
+        delivered_pk: Some(KeyBytes::new(vec![cursor])),
+        status,
+    };
+    assert_eq!(
+        state.apply(progress(SnapshotTableStatus::InProgress, 1)),
+        Response::Applied
+    );
+    assert_eq!(
+        state.apply(progress(SnapshotTableStatus::Complete, 2)),
+        Response::Applied
+    );
+    assert_eq!(
+        state.apply(progress(SnapshotTableStatus::Complete, 2)),
+        Response::Applied
+    );
+    assert_eq!(
+        state.apply(progress(SnapshotTableStatus::InProgress, 3)),
+        Response::TableAlreadyComplete
+    );
+    let table = state
+        .pipeline("p")
+        .unwrap()
+        .table_progress("shop.orders")
+        .unwrap();
+    assert_eq!(table.status, SnapshotTableStatus::Complete);
+    assert_eq!(table.pk_cursor, Some(KeyBytes::new(vec![2])));
+}
+
+#[test]
+fn report_status_records_the_owner() {
+    let mut state = ClusterState::new();
+    create(&mut state, "p");
+    assign(&mut state, "p", 7, 3);
+    let response = state.apply(Command::ReportStatus {
+        pipeline: "p".into(),
+        epoch: 3,
+        state: RunnerState::Failed,
+        reason: Some("source unreachable".into()),
+    });
+    assert_eq!(response, Response::Applied);
+    let status = state.pipeline("p").unwrap().status().unwrap();
+    assert_eq!((status.node, status.epoch), (7, 3));
+    assert_eq!(status.state, RunnerState::Failed);
+}
+
+#[test]
+fn reset_offsets_only_when_stopped_and_revokes_the_owner() {
+    let mut state = ClusterState::new();
+    create(&mut state, "p");
+    state.apply(Command::SetDesiredState {
+        name: "p".into(),
+        state: DesiredState::Running,
+    });
+    assign(&mut state, "p", 1, 1);
+    checkpoint(&mut state, "p", 1, &format!("{UUID}:1-10"));
+
+    let reset = Command::ResetOffsets {
+        pipeline: "p".into(),
+    };
+    assert_eq!(
+        state.apply(reset.clone()),
+        Response::NotStopped {
+            desired: DesiredState::Running
+        }
+    );
+    state.apply(Command::SetDesiredState {
+        name: "p".into(),
+        state: DesiredState::Stopped,
+    });
+    assert_eq!(state.apply(reset), Response::Applied);
+    let record = state.pipeline("p").unwrap();
+    assert_eq!(record.checkpoint(), None);
+    assert_eq!(record.ownership(), None);
+    assert_eq!(record.epoch(), 2);
+    // the old owner's straggling write is fenced
+    assert_eq!(
+        checkpoint(&mut state, "p", 1, &format!("{UUID}:1-11")),
+        Response::StaleEpoch { current: 2 }
+    );
+    assert_eq!(assign(&mut state, "p", 1, 3), Response::Applied);
+}
+
+#[test]
+fn a_recreated_pipeline_fences_owners_of_the_deleted_one() {
+    let mut state = ClusterState::new();
+    create(&mut state, "p");
+    assign(&mut state, "p", 1, 4);
+    state.apply(Command::DeletePipeline { name: "p".into() });
+    create(&mut state, "p");
+    assert_eq!(state.pipeline("p").unwrap().epoch(), 4);
+    // the zombie owner (epoch 4) of the deleted pipeline cannot write
+    assert_eq!(
+        checkpoint(&mut state, "p", 4, &format!("{UUID}:1")),
+        Response::Unowned
+    );
+    assert_eq!(
+        assign(&mut state, "p", 2, 4),
+        Response::EpochNotIncreasing { current: 4 }
+    );
+    assert_eq!(assign(&mut state, "p", 2, 5), Response::Applied);
+    assert_eq!(
+        checkpoint(&mut state, "p", 4, &format!("{UUID}:1")),
+        Response::StaleEpoch { current: 5 }
+    );
+}
+
+#[test]
+fn serde_round_trip() {
+    let mut state = ClusterState::new();
+    create(&mut state, "p");
+    assign(&mut state, "p", 1, 1);
+    checkpoint(&mut state, "p", 1, &format!("{UUID}:1-10"));
+    let json = serde_json::to_vec(&state).unwrap();
+    let back: ClusterState = serde_json::from_slice(&json).unwrap();
+    assert_eq!(back, state);
+}

@@ -1,0 +1,401 @@
+//! The commands replicated through Raft and applied by [`ClusterState`](crate::ClusterState).
+//!
+//! Names are imperative (`AssignOwner`), as for every command in capstan. Two kinds exist:
+//!
+//! - **control commands** (`CreatePipeline`, `UpdatePipelineConfig`, `DeletePipeline`,
+//!   `SetDesiredState`, `AssignOwner`, `ResetOffsets`) come from the REST API or the scheduler;
+//! - **owner writes** (`CommitCheckpoint`, `CommitSnapshotProgress`, `ReportStatus`) come from
+//!   the runner that owns a pipeline and carry the owner's epoch, the fencing token. See
+//!   [`cluster_state`](crate::cluster_state) for the fencing rules.
+//!
+//! Commands travel in Raft log entries that openraft may print at debug level, so every field
+//! that could hold a secret (the pipeline definition) or a row value (primary-key cursors) is
+//! wrapped in a type whose `Debug` shows only its size.
+
+use std::fmt;
+
+use capstan_core::position::Position;
+use serde::{Deserialize, Serialize};
+
+use crate::type_config::NodeId;
+
+/// A pipeline ownership epoch: the fencing token every owner write carries.
+pub type Epoch = u64;
+
+/// One replicated command.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum Command {
+    /// Create a pipeline, desired state `stopped`, without an owner.
+    CreatePipeline {
+        /// Unique pipeline name.
+        name: String,
+        /// The pipeline definition (opaque here; validated before it is proposed).
+        spec: SpecJson,
+    },
+    /// Replace the definition of an existing pipeline; bumps its config generation.
+    UpdatePipelineConfig {
+        /// Pipeline name.
+        name: String,
+        /// The new definition.
+        spec: SpecJson,
+    },
+    /// Remove a pipeline with its checkpoint, snapshot progress and status.
+    DeletePipeline {
+        /// Pipeline name.
+        name: String,
+    },
+    /// Set what the operator wants the pipeline to do.
+    SetDesiredState {
+        /// Pipeline name.
+        name: String,
+        /// The wanted state.
+        state: DesiredState,
+    },
+    /// Make `node` the owner of `pipeline`; `epoch` must exceed the pipeline's current epoch.
+    AssignOwner {
+        /// Pipeline name.
+        pipeline: String,
+        /// The new owner.
+        node: NodeId,
+        /// The new epoch, strictly greater than the current one.
+        epoch: Epoch,
+    },
+    /// Owner write: record the processed position.
+    CommitCheckpoint {
+        /// Pipeline name.
+        pipeline: String,
+        /// The writer's ownership epoch.
+        epoch: Epoch,
+        /// The processed position; must cover the previous checkpoint.
+        position: Position,
+    },
+    /// Owner write: record the initial-snapshot progress of one table.
+    CommitSnapshotProgress {
+        /// Pipeline name.
+        pipeline: String,
+        /// The writer's ownership epoch.
+        epoch: Epoch,
+        /// Fully qualified table name (`schema.table`).
+        table: String,
+        /// Encoded primary key of the last row read, if any.
+        pk_cursor: Option<KeyBytes>,
+        /// Encoded primary key of the last row delivered, if any.
+        delivered_pk: Option<KeyBytes>,
+        /// Where the table's snapshot stands.
+        status: SnapshotTableStatus,
+    },
+    /// Owner write: report what the runner is doing.
+    ReportStatus {
+        /// Pipeline name.
+        pipeline: String,
+        /// The writer's ownership epoch.
+        epoch: Epoch,
+        /// The runner's state.
+        state: RunnerState,
+        /// Why, for failures and pauses (an error message, never a row value or a secret).
+        reason: Option<String>,
+    },
+    /// Forget the checkpoint and the snapshot progress; only while the desired state is
+    /// `stopped`. Revokes the owner, so a straggling write of the old owner is fenced.
+    ResetOffsets {
+        /// Pipeline name.
+        pipeline: String,
+    },
+}
+
+impl Command {
+    /// The pipeline the command is about.
+    pub fn pipeline(&self) -> &str {
+        match self {
+            Command::CreatePipeline { name, .. }
+            | Command::UpdatePipelineConfig { name, .. }
+            | Command::DeletePipeline { name }
+            | Command::SetDesiredState { name, .. } => name,
+            Command::AssignOwner { pipeline, .. }
+            | Command::CommitCheckpoint { pipeline, .. }
+            | Command::CommitSnapshotProgress { pipeline, .. }
+            | Command::ReportStatus { pipeline, .. }
+            | Command::ResetOffsets { pipeline } => pipeline,
+        }
+    }
+
+    /// The epoch of an owner write; `None` for control commands.
+    pub fn owner_epoch(&self) -> Option<Epoch> {
+        match self {
+            Command::CommitCheckpoint { epoch, .. }
+            | Command::CommitSnapshotProgress { epoch, .. }
+            | Command::ReportStatus { epoch, .. } => Some(*epoch),
+            _ => None,
+        }
+    }
+
+    /// The command's name as logs and metrics show it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Command::CreatePipeline { .. } => "create_pipeline",
+            Command::UpdatePipelineConfig { .. } => "update_pipeline_config",
+            Command::DeletePipeline { .. } => "delete_pipeline",
+            Command::SetDesiredState { .. } => "set_desired_state",
+            Command::AssignOwner { .. } => "assign_owner",
+            Command::CommitCheckpoint { .. } => "commit_checkpoint",
+            Command::CommitSnapshotProgress { .. } => "commit_snapshot_progress",
+            Command::ReportStatus { .. } => "report_status",
+            Command::ResetOffsets { .. } => "reset_offsets",
+        }
+    }
+}
+
+/// What the operator wants a pipeline to do.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DesiredState {
+    /// Capture and publish.
+    Running,
+    /// Keep the owner and position, publish nothing.
+    Paused,
+    /// Run nothing; the only state in which offsets may be reset.
+    #[default]
+    Stopped,
+}
+
+impl DesiredState {
+    /// The state's name as users write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DesiredState::Running => "running",
+            DesiredState::Paused => "paused",
+            DesiredState::Stopped => "stopped",
+        }
+    }
+}
+
+impl fmt::Display for DesiredState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a pipeline's runner reports it is doing.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunnerState {
+    /// Connecting and checking preconditions.
+    Starting,
+    /// Reading the initial snapshot (and streaming alongside it).
+    Snapshotting,
+    /// Streaming the binlog.
+    Streaming,
+    /// Paused on request.
+    Paused,
+    /// Stopped on request or after losing ownership.
+    Stopped,
+    /// Stopped by an error; `reason` says which.
+    Failed,
+}
+
+impl RunnerState {
+    /// The state's name as the REST API shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunnerState::Starting => "starting",
+            RunnerState::Snapshotting => "snapshotting",
+            RunnerState::Streaming => "streaming",
+            RunnerState::Paused => "paused",
+            RunnerState::Stopped => "stopped",
+            RunnerState::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for RunnerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where the initial snapshot of one table stands.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotTableStatus {
+    /// Not started.
+    Pending,
+    /// Chunks are being read and delivered.
+    InProgress,
+    /// Every row delivered; final (only a reset of offsets starts the table again).
+    Complete,
+}
+
+impl SnapshotTableStatus {
+    /// The status's name as the REST API shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotTableStatus::Pending => "pending",
+            SnapshotTableStatus::InProgress => "in_progress",
+            SnapshotTableStatus::Complete => "complete",
+        }
+    }
+}
+
+impl fmt::Display for SnapshotTableStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An encoded primary key (a snapshot cursor). Opaque to the control plane, and treated as a
+/// row value: `Debug` shows only its length. Serialized as a lowercase hex string.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct KeyBytes(Vec<u8>);
+
+impl KeyBytes {
+    /// Wraps encoded key bytes.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        KeyBytes(bytes)
+    }
+
+    /// The encoded key.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The encoded key, by value.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+impl From<Vec<u8>> for KeyBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        KeyBytes(bytes)
+    }
+}
+
+impl fmt::Debug for KeyBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KeyBytes(<{} bytes>)", self.0.len())
+    }
+}
+
+impl Serialize for KeyBytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut text = String::with_capacity(self.0.len() * 2);
+        for byte in &self.0 {
+            text.push(char::from(HEX[usize::from(byte >> 4)]));
+            text.push(char::from(HEX[usize::from(byte & 0x0f)]));
+        }
+        s.serialize_str(&text)
+    }
+}
+
+impl<'de> Deserialize<'de> for KeyBytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let text = String::deserialize(d)?;
+        if text.len() % 2 != 0 {
+            return Err(D::Error::custom("key bytes: odd number of hex digits"));
+        }
+        let nibble = |c: u8| match c {
+            b'0'..=b'9' => Ok(c - b'0'),
+            b'a'..=b'f' => Ok(c - b'a' + 10),
+            b'A'..=b'F' => Ok(c - b'A' + 10),
+            _ => Err(D::Error::custom("key bytes: not a hex digit")),
+        };
+        text.as_bytes()
+            .chunks_exact(2)
+            .map(|pair| Ok((nibble(pair[0])? << 4) | nibble(pair[1])?))
+            .collect::<Result<Vec<u8>, D::Error>>()
+            .map(KeyBytes)
+    }
+}
+
+/// A pipeline definition as JSON, opaque to the control plane. It may hold credentials, so
+/// `Debug` shows only its size; serialized transparently as the JSON value.
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SpecJson(serde_json::Value);
+
+impl SpecJson {
+    /// Wraps a definition.
+    pub fn new(value: serde_json::Value) -> Self {
+        SpecJson(value)
+    }
+
+    /// The definition.
+    pub fn as_json(&self) -> &serde_json::Value {
+        &self.0
+    }
+
+    /// The definition, by value.
+    pub fn into_json(self) -> serde_json::Value {
+        self.0
+    }
+}
+
+impl From<serde_json::Value> for SpecJson {
+    fn from(value: serde_json::Value) -> Self {
+        SpecJson(value)
+    }
+}
+
+impl fmt::Debug for SpecJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match &self.0 {
+            serde_json::Value::Object(map) => return write!(f, "SpecJson(<{} fields>)", map.len()),
+            serde_json::Value::Null => "null",
+            serde_json::Value::Bool(_) => "bool",
+            serde_json::Value::Number(_) => "number",
+            serde_json::Value::String(_) => "string",
+            serde_json::Value::Array(_) => "array",
+        };
+        write!(f, "SpecJson(<{kind}>)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_bytes_round_trip_as_hex_and_hide_in_debug() {
+        let key = KeyBytes::new(vec![0x00, 0xab, 0x7f, 0xff]);
+        let json = serde_json::to_string(&key).unwrap();
+        assert_eq!(json, "\"00ab7fff\"");
+        assert_eq!(serde_json::from_str::<KeyBytes>(&json).unwrap(), key);
+        assert_eq!(
+            serde_json::from_str::<KeyBytes>("\"00AB7FFF\"").unwrap(),
+            key
+        );
+        assert!(serde_json::from_str::<KeyBytes>("\"abc\"").is_err());
+        assert!(serde_json::from_str::<KeyBytes>("\"zz\"").is_err());
+        assert_eq!(format!("{key:?}"), "KeyBytes(<4 bytes>)");
+    }
+
+    #[test]
+    fn spec_debug_hides_contents() {
+        let spec = SpecJson::new(serde_json::json!({"source": {"password": "hunter2"}}));
+        let shown = format!(
+            "{:?}",
+            Command::CreatePipeline {
+                name: "p".into(),
+                spec
+            }
+        );
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+
+    #[test]
+    fn commands_serialize_with_snake_case_tags() {
+        let command = Command::SetDesiredState {
+            name: "orders".into(),
+            state: DesiredState::Running,
+        };
+        let json = serde_json::to_value(&command).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"command": "set_desired_state", "name": "orders", "state": "running"})
+        );
+        assert_eq!(serde_json::from_value::<Command>(json).unwrap(), command);
+    }
+}

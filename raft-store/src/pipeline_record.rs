@@ -1,0 +1,125 @@
+//! What the cluster knows about one pipeline: definition, desired state, ownership, progress.
+
+use std::collections::BTreeMap;
+
+use capstan_core::position::Position;
+use serde::{Deserialize, Serialize};
+
+use crate::command::{DesiredState, Epoch, KeyBytes, RunnerState, SnapshotTableStatus, SpecJson};
+use crate::type_config::NodeId;
+
+/// One pipeline's replicated record. Read it through [`ClusterState`](crate::ClusterState);
+/// only [`ClusterState::apply`](crate::ClusterState::apply) changes it.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct PipelineRecord {
+    pub(crate) spec: SpecJson,
+    pub(crate) generation: u64,
+    pub(crate) desired: DesiredState,
+    pub(crate) epoch: Epoch,
+    pub(crate) owner: Option<NodeId>,
+    pub(crate) checkpoint: Option<Position>,
+    pub(crate) snapshot: BTreeMap<String, TableProgress>,
+    pub(crate) status: Option<ReportedStatus>,
+}
+
+impl PipelineRecord {
+    pub(crate) fn new(spec: SpecJson, epoch_floor: Epoch) -> Self {
+        PipelineRecord {
+            spec,
+            generation: 1,
+            desired: DesiredState::Stopped,
+            epoch: epoch_floor,
+            owner: None,
+            checkpoint: None,
+            snapshot: BTreeMap::new(),
+            status: None,
+        }
+    }
+
+    /// The pipeline definition.
+    pub fn spec(&self) -> &SpecJson {
+        &self.spec
+    }
+
+    /// Starts at 1 and grows by one with every `UpdatePipelineConfig`; a runner restarts when
+    /// the generation it runs differs.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// What the operator wants.
+    pub fn desired_state(&self) -> DesiredState {
+        self.desired
+    }
+
+    /// The current epoch: owner writes must carry exactly this value.
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// The owning node, if any.
+    pub fn owner(&self) -> Option<NodeId> {
+        self.owner
+    }
+
+    /// The owner and its epoch, if the pipeline is owned.
+    pub fn ownership(&self) -> Option<Ownership> {
+        self.owner.map(|node| Ownership {
+            node,
+            epoch: self.epoch,
+        })
+    }
+
+    /// The last committed processed position.
+    pub fn checkpoint(&self) -> Option<&Position> {
+        self.checkpoint.as_ref()
+    }
+
+    /// Snapshot progress per table (`schema.table`), in table order.
+    pub fn snapshot_progress(&self) -> &BTreeMap<String, TableProgress> {
+        &self.snapshot
+    }
+
+    /// Snapshot progress of one table.
+    pub fn table_progress(&self, table: &str) -> Option<&TableProgress> {
+        self.snapshot.get(table)
+    }
+
+    /// The last status the owner reported.
+    pub fn status(&self) -> Option<&ReportedStatus> {
+        self.status.as_ref()
+    }
+}
+
+/// A pipeline's owner with the epoch that fences its writes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub struct Ownership {
+    /// The owning node.
+    pub node: NodeId,
+    /// Its epoch.
+    pub epoch: Epoch,
+}
+
+/// The initial-snapshot progress of one table.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct TableProgress {
+    /// Encoded primary key of the last row read.
+    pub pk_cursor: Option<KeyBytes>,
+    /// Encoded primary key of the last row delivered.
+    pub delivered_pk: Option<KeyBytes>,
+    /// Where the table stands.
+    pub status: SnapshotTableStatus,
+}
+
+/// A status report of a pipeline's owner.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct ReportedStatus {
+    /// The reporting node (the owner at the time).
+    pub node: NodeId,
+    /// The epoch it reported under.
+    pub epoch: Epoch,
+    /// What the runner was doing.
+    pub state: RunnerState,
+    /// Why, for failures and pauses.
+    pub reason: Option<String>,
+}

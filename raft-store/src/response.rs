@@ -1,0 +1,100 @@
+//! The outcome of applying one [`Command`](crate::Command).
+//!
+//! A rejection is not an error of the store: it is a deterministic, replicated outcome that
+//! every replica computes identically, and the state is left untouched by it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::command::{DesiredState, Epoch};
+
+/// What applying a command did.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Response {
+    /// The command was applied (or was a no-op repeat of an applied one).
+    Applied,
+    /// No pipeline has that name.
+    UnknownPipeline,
+    /// A pipeline of that name already exists.
+    PipelineExists,
+    /// An owner write carried an epoch other than the pipeline's current one: the writer has
+    /// been fenced and must stop.
+    StaleEpoch {
+        /// The pipeline's current epoch.
+        current: Epoch,
+    },
+    /// An owner write reached a pipeline that has no owner (never assigned, or revoked by a
+    /// reset): the writer must stop.
+    Unowned,
+    /// `AssignOwner` carried an epoch not greater than the current one.
+    EpochNotIncreasing {
+        /// The pipeline's current epoch.
+        current: Epoch,
+    },
+    /// `ResetOffsets` while the desired state is not `stopped`.
+    NotStopped {
+        /// The pipeline's desired state.
+        desired: DesiredState,
+    },
+    /// A checkpoint that does not cover the previous one (or is of another flavour).
+    CheckpointRegressed,
+    /// Snapshot progress for a table whose snapshot is already complete.
+    TableAlreadyComplete,
+}
+
+impl Response {
+    /// True when the command changed (or confirmed) the state.
+    pub fn is_applied(&self) -> bool {
+        matches!(self, Response::Applied)
+    }
+
+    /// True when the writer is no longer the pipeline's owner and must stop publishing.
+    pub fn is_fenced(&self) -> bool {
+        matches!(
+            self,
+            Response::StaleEpoch { .. } | Response::Unowned | Response::UnknownPipeline
+        )
+    }
+
+    /// A stable snake_case code for the REST API and pipeline status.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Response::Applied => "applied",
+            Response::UnknownPipeline => "unknown_pipeline",
+            Response::PipelineExists => "pipeline_exists",
+            Response::StaleEpoch { .. } => "stale_epoch",
+            Response::Unowned => "pipeline_unowned",
+            Response::EpochNotIncreasing { .. } => "epoch_not_increasing",
+            Response::NotStopped { .. } => "pipeline_not_stopped",
+            Response::CheckpointRegressed => "checkpoint_regressed",
+            Response::TableAlreadyComplete => "snapshot_table_already_complete",
+        }
+    }
+}
+
+impl std::fmt::Display for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Response::Applied => f.write_str("applied"),
+            Response::UnknownPipeline => f.write_str("unknown pipeline"),
+            Response::PipelineExists => f.write_str("pipeline already exists"),
+            Response::StaleEpoch { current } => {
+                write!(f, "stale epoch, the current epoch is {current}")
+            }
+            Response::Unowned => f.write_str("pipeline has no owner"),
+            Response::EpochNotIncreasing { current } => {
+                write!(f, "epoch must exceed the current epoch {current}")
+            }
+            Response::NotStopped { desired } => {
+                write!(
+                    f,
+                    "pipeline must be stopped, its desired state is {desired}"
+                )
+            }
+            Response::CheckpointRegressed => {
+                f.write_str("checkpoint does not cover the previous checkpoint")
+            }
+            Response::TableAlreadyComplete => f.write_str("table snapshot is already complete"),
+        }
+    }
+}
