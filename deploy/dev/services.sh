@@ -178,13 +178,21 @@ mariadb_up() {
       --auth-root-authentication-method=socket >"$CACHE/mariadb-init.log" 2>&1 \
       || { tail -n 20 "$CACHE/mariadb-init.log" >&2; die "mariadb-install-db failed"; }
   fi
+  if [[ ! -s $MARIADB_DATA/capstan-dev-key.pem ]]; then
+    # a self-signed certificate so MariaDB speaks TLS like MySQL does out of the box
+    need openssl openssl
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=capstan-dev-mariadb \
+      -keyout "$MARIADB_DATA/capstan-dev-key.pem" -out "$MARIADB_DATA/capstan-dev-cert.pem" \
+      >/dev/null 2>&1 || die "could not create the MariaDB dev certificate"
+  fi
   log "starting mariadb on 127.0.0.1:$MARIADB_PORT"
   rm -f "$MARIADB_SOCK" "$MARIADB_PID"
   setsid mariadbd --no-defaults --user=root --datadir="$MARIADB_DATA" \
     --socket="$MARIADB_SOCK" --pid-file="$MARIADB_PID" --log-error="$MARIADB_LOG" \
-    --bind-address=127.0.0.1 --port="$MARIADB_PORT" --server-id=2 \
+    --bind-address=127.0.0.1 --port="$MARIADB_PORT" --server-id=2 --skip-name-resolve \
     --log-bin=mariadb-bin --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL \
-    --gtid-strict-mode=ON --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=2 \
+    --gtid-strict-mode=ON --ssl-cert="$MARIADB_DATA/capstan-dev-cert.pem" \
+    --ssl-key="$MARIADB_DATA/capstan-dev-key.pem" --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=2 \
     --sync-binlog=0 --max-connections=500 </dev/null >/dev/null 2>&1 &
   local i
   for i in $(seq 1 120); do
@@ -192,6 +200,8 @@ mariadb_up() {
     sleep 0.5
   done
   mariadb_running || { tail -n 30 "$MARIADB_LOG" >&2; die "mariadb did not come up"; }
+  # anonymous accounts would shadow capstan@'%' for local connections
+  mariadb_cli -Nse "SELECT CONCAT('DROP USER \\'\\'@\\'', host, '\\';') FROM mysql.user WHERE user = ''" | mariadb_cli
   mariadb_cli <<SQL
 CREATE USER IF NOT EXISTS '$CAPSTAN_USER'@'%' IDENTIFIED BY '$CAPSTAN_PASSWORD';
 GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT, LOCK TABLES ON *.* TO '$CAPSTAN_USER'@'%';
