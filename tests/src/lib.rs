@@ -45,14 +45,22 @@ pub fn skip_or_fail<T>(why: &str) -> Option<T> {
 
 fn from_env(name: &'static str, prefix: &str) -> Option<DbEnv> {
     let var = |k: &str| std::env::var(format!("{prefix}_{k}")).ok();
-    let (Some(host), Some(port), Some(user), Some(password), Some(admin_user), Some(admin_password)) = (
+    let (
+        Some(host),
+        Some(port),
+        Some(user),
+        Some(password),
+        Some(admin_user),
+        Some(admin_password),
+    ) = (
         var("HOST"),
         var("PORT"),
         var("USER"),
         var("PASSWORD"),
         var("ADMIN_USER"),
         var("ADMIN_PASSWORD"),
-    ) else {
+    )
+    else {
         return skip_or_fail(&format!(
             "{prefix}_* is not set; run `eval \"$(deploy/dev/services.sh env)\"` after `deploy/dev/services.sh up`"
         ));

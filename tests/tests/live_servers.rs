@@ -110,7 +110,10 @@ async fn mysql_write_gtids_are_members_of_gtid_executed() {
     let last = mysql_executed(&mut admin).await;
     assert!(last.contains(&explicit));
     let hole: Gtid = format!("{uuid}:{}", gno - 1).parse().unwrap();
-    assert!(!last.contains(&hole), "the number just below was never executed");
+    assert!(
+        !last.contains(&hole),
+        "the number just below was never executed"
+    );
     assert_eq!(last.to_string().parse::<GtidSet>().unwrap(), last);
 
     admin
@@ -195,7 +198,10 @@ async fn mariadb_write_gtid_is_a_member_of_gtid_binlog_pos() {
         .unwrap();
     let after: MariadbGtidPosition = after.parse().unwrap();
     assert!(after.contains(&last));
-    assert!(!before.contains(&last), "the write was not processed before it happened");
+    assert!(
+        !before.contains(&last),
+        "the write was not processed before it happened"
+    );
     assert!(before.is_subset(&after));
     admin
         .query_drop(format!("DROP DATABASE `{schema}`"))
