@@ -1,6 +1,8 @@
 //! The dev servers exist, have the settings capstan depends on, and their positions parse with
 //! capstan's position model: a write's GTID is a member of the executed set read afterwards.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use capstan_core::position::{Gtid, GtidSet, MariadbGtid, MariadbGtidPosition, Uuid};
 use capstan_tests::{mariadb, mysql, unique_name};
 use mysql_async::prelude::*;
