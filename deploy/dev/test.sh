@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # capstan's test command: brings up the dev services (MySQL 9.x and MariaDB, see services.sh)
 # and runs every test in the workspace against them. Extra arguments go to `cargo test`.
+# The last line sums up every test binary's result.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/capstan/target}
 deploy/dev/services.sh up
 eval "$(deploy/dev/services.sh env)"
-cargo test --workspace "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
+awk '/^test result:/ { p += $4; f += $6; i += $8 }
+     END { printf "summary: %d passed, %d failed, %d skipped\n", p, f, i }' "$log"
+exit "$status"
