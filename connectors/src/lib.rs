@@ -1,1 +1,3 @@
 //! capstan connectors
+
+pub mod mysql;

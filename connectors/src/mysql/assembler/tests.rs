@@ -1,0 +1,313 @@
+use std::str::FromStr;
+
+use capstan_core::change::{Op, SchemaChangeKind, TransactionGtid, Value};
+use capstan_core::position::{Gtid, MariadbGtid};
+
+use super::{AssemblerConfig, AssemblerOutput, TransactionAssembler};
+use crate::mysql::event::{Event, MariadbGtidEvent, QueryEvent};
+use crate::mysql::event_reader::EventReader;
+use crate::mysql::table_filter::TableFilter;
+use crate::mysql::test_support::decode;
+
+const TABLE_MAP_HEX: &str = "d3010000000001000474657374000a66756e6e797461626c650001010001";
+const ROWS_HEX: &str = "d301000000000100020001fffe01fffe02";
+
+fn gtid(n: u64) -> Event {
+    Event::Gtid {
+        gtid: Gtid::from_str(&format!("3e11fa47-71ca-11e1-9e33-c80aa9429562:{n}")).unwrap(),
+        committed_at_micros: 1_000_000,
+    }
+}
+
+fn q(statement: &str) -> Event {
+    Event::Query(QueryEvent {
+        schema: "test".into(),
+        statement: statement.into(),
+    })
+}
+
+fn table_map_and_rows() -> (Event, Event) {
+    let mut r = EventReader::new();
+    (
+        decode(&mut r, 19, TABLE_MAP_HEX),
+        decode(&mut r, 30, ROWS_HEX),
+    )
+}
+
+fn lax() -> AssemblerConfig {
+    AssemblerConfig {
+        require_full_metadata: false,
+        ..AssemblerConfig::default()
+    }
+}
+
+fn run(a: &mut TransactionAssembler, events: Vec<Event>) -> Result<Vec<AssemblerOutput>, String> {
+    let mut out = Vec::new();
+    for e in events {
+        a.push(e, &mut out).map_err(|h| h.code().to_string())?;
+    }
+    Ok(out)
+}
+
+#[test]
+fn gtid_begin_rows_xid_is_one_transaction() {
+    let (tm, rows) = table_map_and_rows();
+    let mut a = TransactionAssembler::new(lax());
+    let out = run(&mut a, vec![gtid(5), q("BEGIN"), tm, rows, Event::Xid]).unwrap();
+    let [AssemblerOutput::Transaction(t)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    assert_eq!(t.gtid.to_string(), "3e11fa47-71ca-11e1-9e33-c80aa9429562:5");
+    assert_eq!(t.changes.len(), 3);
+    assert_eq!(t.changes[0].op, Op::Insert);
+    assert_eq!(t.changes[0].table.to_string(), "test.funnytable");
+    let after = t.changes[2].after.as_ref().unwrap();
+    assert_eq!(after.values(), &[Value::Int(2)]);
+    assert_eq!(
+        t.changes[1].after.as_ref().unwrap().values(),
+        &[Value::Null]
+    );
+    assert_eq!(after.columns(), &["@1".to_string()]);
+    assert!(!a.in_transaction());
+}
+
+#[test]
+fn filtered_transaction_still_advances() {
+    let (tm, rows) = table_map_and_rows();
+    let mut a = TransactionAssembler::new(AssemblerConfig {
+        filter: TableFilter::only([("test", "other")]),
+        ..lax()
+    });
+    let out = run(&mut a, vec![gtid(6), q("BEGIN"), tm, rows, Event::Xid]).unwrap();
+    assert!(matches!(
+        out.as_slice(),
+        [AssemblerOutput::PositionAdvanced { .. }]
+    ));
+}
+
+#[test]
+fn desync_halts_and_halts_are_sticky() {
+    let (tm, rows) = table_map_and_rows();
+    let mut a = TransactionAssembler::new(lax());
+    assert_eq!(
+        run(&mut a, vec![tm.clone()]).unwrap_err(),
+        "rows_without_transaction"
+    );
+    assert_eq!(
+        run(&mut a, vec![gtid(1)]).unwrap_err(),
+        "rows_without_transaction"
+    );
+    a.reset();
+    assert_eq!(
+        run(&mut a, vec![q("BEGIN")]).unwrap_err(),
+        "begin_without_gtid"
+    );
+    a.reset();
+    assert_eq!(
+        run(&mut a, vec![gtid(1), q("BEGIN"), rows.clone()]).unwrap_err(),
+        "unmapped_table_id"
+    );
+    a.reset();
+    assert_eq!(
+        run(&mut a, vec![gtid(1), gtid(2)]).unwrap_err(),
+        "gtid_inside_transaction"
+    );
+    a.reset();
+    assert_eq!(
+        run(&mut a, vec![Event::Xid]).unwrap_err(),
+        "commit_without_transaction"
+    );
+    a.reset();
+    assert_eq!(
+        run(&mut a, vec![Event::AnonymousGtid]).unwrap_err(),
+        "anonymous_transaction"
+    );
+    a.reset();
+    assert_eq!(
+        run(
+            &mut a,
+            vec![gtid(1), q("BEGIN"), q("INSERT INTO t VALUES (1)")]
+        )
+        .unwrap_err(),
+        "statement_based_change"
+    );
+    a.reset();
+    assert_eq!(
+        run(&mut a, vec![gtid(1), q("BEGIN"), tm, rows, q("ROLLBACK")]).unwrap_err(),
+        "unsupported_transaction_shape"
+    );
+}
+
+#[test]
+fn full_metadata_is_required_by_default() {
+    let (tm, _) = table_map_and_rows();
+    let mut a = TransactionAssembler::new(AssemblerConfig::default());
+    assert_eq!(
+        run(&mut a, vec![gtid(1), q("BEGIN"), tm]).unwrap_err(),
+        "table_map_metadata_missing"
+    );
+}
+
+#[test]
+fn ddl_is_a_redacted_schema_change() {
+    let mut a = TransactionAssembler::new(lax());
+    let out = run(
+        &mut a,
+        vec![gtid(7), q("CREATE TABLE t (a INT DEFAULT 42)")],
+    )
+    .unwrap();
+    let [AssemblerOutput::SchemaChange {
+        change,
+        completes_transaction: true,
+        ..
+    }] = out.as_slice()
+    else {
+        panic!("{out:?}")
+    };
+    assert_eq!(change.kind, SchemaChangeKind::CreateTable);
+    assert_eq!(change.schema.as_deref(), Some("test"));
+    assert_eq!(change.table.as_deref(), Some("t"));
+    assert_eq!(change.statement, None);
+
+    let mut a = TransactionAssembler::new(AssemblerConfig {
+        keep_ddl_statement: true,
+        ..lax()
+    });
+    let out = run(&mut a, vec![gtid(8), q("DROP TABLE s.t")]).unwrap();
+    let [AssemblerOutput::SchemaChange { change, .. }] = out.as_slice() else {
+        panic!()
+    };
+    assert_eq!(change.statement.as_deref(), Some("DROP TABLE s.t"));
+    assert_eq!(change.schema.as_deref(), Some("s"));
+    // a non-DDL statement transaction advances the position
+    let out = run(&mut a, vec![gtid(9), q("GRANT ALL ON *.* TO u")]).unwrap();
+    assert!(matches!(
+        out.as_slice(),
+        [AssemblerOutput::PositionAdvanced { .. }]
+    ));
+    assert_eq!(
+        run(&mut a, vec![q("DROP TABLE x")]).unwrap_err(),
+        "statement_without_gtid"
+    );
+}
+
+#[test]
+fn create_table_select_is_schema_change_then_rows() {
+    let (tm, rows) = table_map_and_rows();
+    let mut a = TransactionAssembler::new(lax());
+    let out = run(
+        &mut a,
+        vec![
+            gtid(3),
+            q("CREATE TABLE funnytable (value tinyint) START TRANSACTION"),
+            tm,
+            rows,
+            Event::Xid,
+        ],
+    )
+    .unwrap();
+    assert!(matches!(
+        out.as_slice(),
+        [
+            AssemblerOutput::SchemaChange {
+                completes_transaction: false,
+                ..
+            },
+            AssemblerOutput::Transaction(_)
+        ]
+    ));
+}
+
+#[test]
+fn xa_refuse_halts_at_prepare_and_one_phase_is_delivered() {
+    let (tm, rows) = table_map_and_rows();
+    let xa = |one_phase| {
+        vec![
+            gtid(4),
+            q("XA START X'31',X'',1"),
+            tm.clone(),
+            rows.clone(),
+            q("XA END X'31',X'',1"),
+            Event::XaPrepare { one_phase },
+        ]
+    };
+    let mut a = TransactionAssembler::new(lax());
+    assert_eq!(
+        run(&mut a, xa(false)).unwrap_err(),
+        "unsupported_transaction_shape"
+    );
+    let mut a = TransactionAssembler::new(lax());
+    let out = run(&mut a, xa(true)).unwrap();
+    assert!(matches!(out.as_slice(), [AssemblerOutput::Transaction(t)] if t.changes.len() == 3));
+    assert_eq!(
+        run(&mut a, vec![gtid(5), q("XA COMMIT X'31',X'',1")]).unwrap_err(),
+        "unsupported_transaction_shape"
+    );
+}
+
+#[test]
+fn mariadb_gtid_opens_without_begin() {
+    let (tm, rows) = table_map_and_rows();
+    let g = MariadbGtidEvent {
+        gtid: MariadbGtid::new(0, 1, 18),
+        flags: 0,
+        timestamp: 1650493084,
+    };
+    let mut a = TransactionAssembler::new(lax());
+    let out = run(
+        &mut a,
+        vec![
+            Event::MariadbGtid(g),
+            Event::Ignored { event_type: 160 },
+            tm,
+            rows,
+            Event::Xid,
+        ],
+    )
+    .unwrap();
+    let [AssemblerOutput::Transaction(t)] = out.as_slice() else {
+        panic!()
+    };
+    assert_eq!(t.gtid, TransactionGtid::Mariadb(MariadbGtid::new(0, 1, 18)));
+    assert_eq!(t.committed_at_micros, 1_650_493_084_000_000);
+    // standalone DDL
+    let ddl = MariadbGtidEvent {
+        flags: MariadbGtidEvent::FL_STANDALONE | MariadbGtidEvent::FL_DDL,
+        ..g
+    };
+    let out = run(
+        &mut a,
+        vec![Event::MariadbGtid(ddl), q("CREATE TABLE x (a int)")],
+    )
+    .unwrap();
+    assert!(matches!(
+        out.as_slice(),
+        [AssemblerOutput::SchemaChange {
+            completes_transaction: true,
+            ..
+        }]
+    ));
+    let xa = MariadbGtidEvent {
+        flags: MariadbGtidEvent::FL_PREPARED_XA,
+        ..g
+    };
+    assert_eq!(
+        run(&mut a, vec![Event::MariadbGtid(xa)]).unwrap_err(),
+        "unsupported_transaction_shape"
+    );
+}
+
+#[test]
+fn payload_events_fold_through() {
+    let (tm, rows) = table_map_and_rows();
+    let mut a = TransactionAssembler::new(lax());
+    let out = run(
+        &mut a,
+        vec![
+            gtid(10),
+            Event::TransactionPayload(vec![q("BEGIN"), tm, rows, Event::Xid]),
+        ],
+    )
+    .unwrap();
+    assert!(matches!(out.as_slice(), [AssemblerOutput::Transaction(t)] if t.changes.len() == 3));
+}

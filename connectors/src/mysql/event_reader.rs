@@ -1,0 +1,329 @@
+//! [`EventReader`]: raw event bytes in, [`Event`] out, without I/O.
+//!
+//! Framing and integrity are checked here before mysql_common sees a byte: the header's
+//! `event_size` must equal the slice length and a checksummed event must be long enough to
+//! hold its CRC32 (mysql_common's `Event::read` panics or underflows on such input). The
+//! CRC32 itself is verified here too: mysql_common strips it but never compares it.
+//!
+//! The reader tracks the current FORMAT_DESCRIPTION event (post-header lengths, checksum
+//! algorithm) and the server flavour it announces. Events inside a TRANSACTION_PAYLOAD carry
+//! no checksum (WL#3549) and are decoded with checksums off.
+
+use std::sync::Arc;
+
+use capstan_core::position::{Flavor, Gtid, Sid, Tag, Uuid};
+use mysql_common::binlog::consts::{BinlogChecksumAlg, BinlogVersion, EventFlags, EventType};
+use mysql_common::binlog::events::{
+    Event as McEvent, EventData, FormatDescriptionEvent, RowsEventData,
+};
+
+use super::event::{Event, QueryEvent, RowsEvent, RowsKind};
+use super::halt::Halt;
+use super::mariadb_events as maria;
+use super::payload;
+use super::table_schema::TableSchema;
+
+/// Length of the v4 common event header.
+pub const HEADER_LEN: usize = 19;
+const CHECKSUM_LEN: usize = 4;
+const FDE: u8 = EventType::FORMAT_DESCRIPTION_EVENT as u8;
+const PAYLOAD: u8 = EventType::TRANSACTION_PAYLOAD_EVENT as u8;
+const HEARTBEAT_V2: u8 = 41;
+
+/// Decodes binlog events one at a time. See the module documentation.
+#[derive(Debug, Clone)]
+pub struct EventReader {
+    fde: FormatDescriptionEvent<'static>,
+    flavor: Flavor,
+    verify_checksums: bool,
+}
+
+impl Default for EventReader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventReader {
+    /// A reader expecting a FORMAT_DESCRIPTION event first (until then: binlog v4 defaults,
+    /// no checksums, MySQL flavour).
+    pub fn new() -> Self {
+        EventReader {
+            fde: FormatDescriptionEvent::new(BinlogVersion::Version4),
+            flavor: Flavor::Mysql,
+            verify_checksums: true,
+        }
+    }
+
+    /// The flavour announced by the last FORMAT_DESCRIPTION event (`MariaDB` in its server
+    /// version), or the one set with [`EventReader::set_flavor`].
+    pub fn flavor(&self) -> Flavor {
+        self.flavor
+    }
+
+    /// Sets the flavour (the I/O side knows it from the server handshake).
+    pub fn set_flavor(&mut self, flavor: Flavor) {
+        self.flavor = flavor;
+    }
+
+    /// Turns CRC32 verification off or on (on by default).
+    pub fn set_verify_checksums(&mut self, verify: bool) {
+        self.verify_checksums = verify;
+    }
+
+    /// True if the current format description declares CRC32 checksums.
+    pub fn checksums_enabled(&self) -> bool {
+        matches!(
+            self.fde.footer().get_checksum_alg(),
+            Ok(Some(BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_CRC32))
+        )
+    }
+
+    /// Decodes one whole event: common header, body and (if enabled) CRC32 trailer.
+    pub fn decode(&mut self, bytes: &[u8]) -> Result<Event, Halt> {
+        self.decode_one(bytes, false)
+    }
+
+    fn decode_one(&mut self, bytes: &[u8], in_payload: bool) -> Result<Event, Halt> {
+        if bytes.len() < HEADER_LEN {
+            return Err(Halt::parse(0, "event shorter than its header"));
+        }
+        let event_type = bytes[4];
+        let declared = u32::from_le_bytes([bytes[9], bytes[10], bytes[11], bytes[12]]);
+        if usize::try_from(declared).ok() != Some(bytes.len()) {
+            return Err(Halt::parse(event_type, "event size mismatch"));
+        }
+        let fde = if in_payload {
+            if event_type == FDE || event_type == PAYLOAD {
+                return Err(Halt::PayloadCorrupt {
+                    reason: "forbidden event inside payload",
+                });
+            }
+            let mut footer = self.fde.footer();
+            footer.set_checksum_enabled(false);
+            self.fde.clone().with_footer(footer)
+        } else {
+            self.fde.clone()
+        };
+        // The FDE carries its own checksum algorithm (mysql_common's footer reader is
+        // bounds-safe for it); any other event must be long enough for the current one's.
+        if event_type != FDE {
+            let has_crc = match fde.footer().get_checksum_alg() {
+                Ok(Some(BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_CRC32)) => true,
+                Ok(Some(BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_OFF)) | Ok(None) => false,
+                Err(_) => return Err(Halt::parse(event_type, "unknown checksum algorithm")),
+            };
+            if has_crc
+                && fde.footer().get_checksum_enabled()
+                && bytes.len() < HEADER_LEN + CHECKSUM_LEN
+            {
+                return Err(Halt::parse(event_type, "event shorter than its checksum"));
+            }
+        }
+        let ev =
+            McEvent::read(&fde, bytes).map_err(|_| Halt::parse(event_type, "malformed event"))?;
+        if self.verify_checksums && !in_payload {
+            verify_checksum(&ev, event_type)?;
+        }
+        self.map(&ev, event_type)
+    }
+
+    fn map(&mut self, ev: &McEvent, event_type: u8) -> Result<Event, Halt> {
+        // Event types capstan does not act on are classified by their type code alone and
+        // never parsed: less work, and less untrusted input through parsers we don't need
+        // (mysql_common 0.37's PREVIOUS_GTIDS parser allocates from an unchecked count).
+        match event_type {
+            1 | 5 | 7 | 9 | 13 | 14 | 17 | 28 | 29 | 35 | 36 | 37 => {
+                return Ok(Event::Ignored { event_type })
+            }
+            6 | 8 | 10 | 11 | 12 | 18 => {
+                return Ok(Event::Unsupported {
+                    event_type,
+                    halt: Halt::StatementBasedChange,
+                })
+            }
+            20..=22 => {
+                return Ok(Event::Unsupported {
+                    event_type,
+                    halt: Halt::UnsupportedRowsEvent {
+                        reason: "pre_ga_rows_event",
+                    },
+                })
+            }
+            3 => return Ok(Event::Stop),
+            26 => return Ok(Event::Incident),
+            27 | HEARTBEAT_V2 => return Ok(Event::Heartbeat),
+            0 => return Err(Halt::UnknownEventType { event_type }),
+            PAYLOAD => {
+                let inflated = payload::inflate(ev.data())?;
+                return Ok(Event::TransactionPayload(self.decode_payload(&inflated)?));
+            }
+            _ => {}
+        }
+        let header = ev.header();
+        let data = match ev.read_data() {
+            Ok(Some(d)) => d,
+            Ok(None) => return self.map_unknown(ev, event_type),
+            Err(_) => return Err(Halt::parse(event_type, "malformed event body")),
+        };
+        match data {
+            EventData::FormatDescriptionEvent(fde) => {
+                let server_version = fde.server_version().trim_end_matches('\0').to_string();
+                self.fde = fde.into_owned();
+                if server_version.contains("MariaDB") {
+                    self.flavor = Flavor::Mariadb;
+                }
+                Ok(Event::FormatDescription {
+                    server_version,
+                    checksum: self.checksums_enabled(),
+                })
+            }
+            EventData::QueryEvent(q) => Ok(Event::Query(QueryEvent {
+                schema: q.schema().into_owned(),
+                statement: q.query().into_owned(),
+            })),
+            EventData::RotateEvent(r) => Ok(Event::Rotate {
+                file: r.name().into_owned(),
+                position: r.position(),
+            }),
+            EventData::XidEvent(_) => Ok(Event::Xid),
+            EventData::TableMapEvent(tme) => Ok(Event::TableMap(Arc::new(
+                TableSchema::from_event(&tme, self.flavor)?,
+            ))),
+            EventData::RowsEvent(rows) => Ok(map_rows(&rows, event_type)),
+            EventData::GtidEvent(g) => {
+                let tag = match g.tag() {
+                    None => None,
+                    Some(t) => Some(
+                        Tag::parse_at(t.as_str(), 0)
+                            .map_err(|_| Halt::parse(event_type, "invalid gtid tag"))?,
+                    ),
+                };
+                let sid = Sid {
+                    uuid: Uuid(g.sid()),
+                    tag,
+                };
+                let committed_at_micros = match g.immediate_commit_timestamp() {
+                    0 => u64::from(header.timestamp()) * 1_000_000,
+                    ts => ts,
+                };
+                Ok(Event::Gtid {
+                    gtid: Gtid::new(sid, g.gno()),
+                    committed_at_micros,
+                })
+            }
+            EventData::AnonymousGtidEvent(_) => Ok(Event::AnonymousGtid),
+            EventData::XaPrepareLogEvent(raw) => match raw.first() {
+                Some(&b) => Ok(Event::XaPrepare { one_phase: b != 0 }),
+                None => Err(Halt::parse(event_type, "xa prepare truncated")),
+            },
+            EventData::IncidentEvent(_) => Ok(Event::Incident),
+            EventData::HeartbeatEvent => Ok(Event::Heartbeat),
+            EventData::StopEvent => Ok(Event::Stop),
+            EventData::UnknownEvent => Err(Halt::UnknownEventType { event_type }),
+            // classified by type code above
+            _ => Ok(Event::Ignored { event_type }),
+        }
+    }
+
+    fn map_unknown(&mut self, ev: &McEvent, event_type: u8) -> Result<Event, Halt> {
+        let header = ev.header();
+        match event_type {
+            maria::GTID => Ok(Event::MariadbGtid(maria::decode_gtid(
+                ev.data(),
+                header.server_id(),
+                header.timestamp(),
+            )?)),
+            maria::GTID_LIST => Ok(Event::MariadbGtidList(maria::decode_gtid_list(ev.data())?)),
+            maria::ANNOTATE_ROWS | maria::BINLOG_CHECKPOINT => Ok(Event::Ignored { event_type }),
+            maria::START_ENCRYPTION => Ok(Event::Unsupported {
+                event_type,
+                halt: Halt::parse(event_type, "encrypted binlog"),
+            }),
+            maria::FIRST_COMPRESSED..=maria::LAST_COMPRESSED => Ok(Event::Unsupported {
+                event_type,
+                halt: Halt::UnsupportedRowsEvent {
+                    reason: "mariadb_compressed_event",
+                },
+            }),
+            HEARTBEAT_V2 => Ok(Event::Heartbeat),
+            _ if header.flags().contains(EventFlags::LOG_EVENT_IGNORABLE_F) => {
+                Ok(Event::Ignored { event_type })
+            }
+            _ => Err(Halt::UnknownEventType { event_type }),
+        }
+    }
+
+    /// Splits an inflated payload into events and decodes each (checksums off).
+    fn decode_payload(&mut self, mut bytes: &[u8]) -> Result<Vec<Event>, Halt> {
+        let mut events = Vec::new();
+        while !bytes.is_empty() {
+            let len = frame_len(bytes).ok_or(Halt::PayloadCorrupt {
+                reason: "malformed inner event header",
+            })?;
+            let (one, rest) = bytes.split_at(len);
+            let event = self.decode_one(one, true).map_err(|h| match h {
+                Halt::PayloadCorrupt { .. } | Halt::PayloadTooLarge { .. } => h,
+                _ => Halt::PayloadCorrupt {
+                    reason: "malformed inner event",
+                },
+            })?;
+            events.push(event);
+            bytes = rest;
+        }
+        Ok(events)
+    }
+}
+
+/// The length of the event starting at `bytes[0]`, if its header is readable and the whole
+/// event is present.
+pub fn frame_len(bytes: &[u8]) -> Option<usize> {
+    let size = bytes.get(9..13)?;
+    let size = usize::try_from(u32::from_le_bytes([size[0], size[1], size[2], size[3]])).ok()?;
+    (size >= HEADER_LEN && size <= bytes.len()).then_some(size)
+}
+
+fn verify_checksum(ev: &McEvent, event_type: u8) -> Result<(), Halt> {
+    let alg = ev.footer().get_checksum_alg();
+    if !matches!(alg, Ok(Some(BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_CRC32))) {
+        return Ok(());
+    }
+    let Some(stored) = ev.checksum() else {
+        return Ok(());
+    };
+    let computed = ev.calc_checksum(BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_CRC32);
+    if u32::from_le_bytes(stored) != computed {
+        return Err(Halt::ChecksumMismatch { event_type });
+    }
+    Ok(())
+}
+
+fn map_rows(rows: &RowsEventData<'_>, event_type: u8) -> Event {
+    let kind = match rows {
+        RowsEventData::WriteRowsEventV1(_) | RowsEventData::WriteRowsEvent(_) => RowsKind::Write,
+        RowsEventData::UpdateRowsEventV1(_) | RowsEventData::UpdateRowsEvent(_) => RowsKind::Update,
+        RowsEventData::DeleteRowsEventV1(_) | RowsEventData::DeleteRowsEvent(_) => RowsKind::Delete,
+        RowsEventData::PartialUpdateRowsEvent(_) => {
+            return Event::Unsupported {
+                event_type,
+                halt: Halt::UnsupportedRowsEvent {
+                    reason: "partial_json_update",
+                },
+            }
+        }
+    };
+    let n = usize::try_from(rows.num_columns()).unwrap_or(usize::MAX);
+    Event::Rows(RowsEvent {
+        event_type,
+        table_id: rows.table_id(),
+        kind,
+        num_columns: n,
+        before_columns: rows
+            .columns_before_image()
+            .map(|s| s.iter().by_vals().take(n).collect()),
+        after_columns: rows
+            .columns_after_image()
+            .map(|s| s.iter().by_vals().take(n).collect()),
+        rows: rows.rows_data().to_vec(),
+    })
+}

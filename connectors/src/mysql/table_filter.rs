@@ -1,0 +1,51 @@
+//! The capture allowlist, applied to a table map before any row of it is decoded.
+
+use std::collections::HashSet;
+
+use capstan_core::change::TableId;
+
+/// Which tables a pipeline captures. Names compare exactly (as the server reports them).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum TableFilter {
+    /// Every table.
+    #[default]
+    All,
+    /// Only the listed tables.
+    Only(HashSet<TableId>),
+}
+
+impl TableFilter {
+    /// An allowlist from `(schema, table)` pairs.
+    pub fn only<S: Into<String>, T: Into<String>>(
+        tables: impl IntoIterator<Item = (S, T)>,
+    ) -> Self {
+        TableFilter::Only(
+            tables
+                .into_iter()
+                .map(|(s, t)| TableId::new(s, t))
+                .collect(),
+        )
+    }
+
+    /// True if changes of `table` are captured.
+    pub fn admits(&self, table: &TableId) -> bool {
+        match self {
+            TableFilter::All => true,
+            TableFilter::Only(set) => set.contains(table),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowlist_is_exact() {
+        let f = TableFilter::only([("shop", "orders")]);
+        assert!(f.admits(&TableId::new("shop", "orders")));
+        assert!(!f.admits(&TableId::new("shop", "Orders")));
+        assert!(!f.admits(&TableId::new("other", "orders")));
+        assert!(TableFilter::All.admits(&TableId::new("a", "b")));
+    }
+}

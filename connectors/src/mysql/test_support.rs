@@ -1,0 +1,30 @@
+//! Helpers shared by the unit tests: synthetic event framing and hex.
+
+use super::event::Event;
+use super::event_reader::{EventReader, HEADER_LEN};
+
+pub(crate) fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// A whole event (v4 header, no checksum) around `body`.
+pub(crate) fn frame(event_type: u8, body: &[u8]) -> Vec<u8> {
+    let size = (HEADER_LEN + body.len()) as u32;
+    let mut out = Vec::with_capacity(size as usize);
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.push(event_type);
+    out.extend_from_slice(&1u32.to_le_bytes());
+    out.extend_from_slice(&size.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// Decodes a synthetic event with a fresh reader (binlog v4 defaults, no checksum).
+pub(crate) fn decode(reader: &mut EventReader, event_type: u8, body_hex: &str) -> Event {
+    reader.decode(&frame(event_type, &hex(body_hex))).unwrap()
+}
