@@ -5,8 +5,13 @@
 pub mod cluster_state;
 pub mod command;
 pub mod error;
+pub mod log_store;
 pub mod pipeline_record;
 pub mod response;
+pub mod shared_cluster_state;
+pub mod snapshot_builder;
+pub mod state_machine;
+pub mod store;
 pub mod type_config;
 
 pub use cluster_state::ClusterState;
@@ -14,6 +19,11 @@ pub use command::{
     Command, DesiredState, Epoch, KeyBytes, RunnerState, SnapshotTableStatus, SpecJson,
 };
 pub use error::RaftStoreError;
+pub use log_store::LogStore;
 pub use pipeline_record::{Ownership, PipelineRecord, ReportedStatus, TableProgress};
 pub use response::Response;
+pub use shared_cluster_state::SharedClusterState;
+pub use snapshot_builder::ClusterSnapshotBuilder;
+pub use state_machine::StateMachineStore;
+pub use store::Store;
 pub use type_config::{NodeId, NodeInfo, TypeConfig};

@@ -1,0 +1,79 @@
+//! Builds a snapshot from a copy of the state taken when openraft asked for the builder, so
+//! the state machine keeps applying while the snapshot is written.
+
+use std::io::Cursor;
+
+use openraft::{RaftSnapshotBuilder, StorageIOError};
+use rocksdb::WriteBatch;
+
+use crate::cluster_state::ClusterState;
+use crate::error::RaftStoreError;
+use crate::state_machine::{encode_state, KEY_SNAPSHOT_DATA, KEY_SNAPSHOT_META};
+use crate::store::{Store, CF_SNAPSHOT};
+use crate::type_config::{
+    LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
+};
+
+/// Writes a snapshot of the cluster state as of one applied log id and makes it the current
+/// one.
+#[derive(Debug)]
+pub struct ClusterSnapshotBuilder {
+    store: Store,
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    state: ClusterState,
+    seq: u64,
+}
+
+impl ClusterSnapshotBuilder {
+    pub(crate) fn new(
+        store: Store,
+        last_applied: Option<LogId>,
+        membership: StoredMembership,
+        state: ClusterState,
+        seq: u64,
+    ) -> Self {
+        ClusterSnapshotBuilder {
+            store,
+            last_applied,
+            membership,
+            state,
+            seq,
+        }
+    }
+
+    fn build(&self) -> Result<Snapshot, RaftStoreError> {
+        let data = encode_state(&self.state)?;
+        let snapshot_id = match &self.last_applied {
+            Some(log_id) => format!("{}-{}-{}", log_id.leader_id, log_id.index, self.seq),
+            None => format!("none-{}", self.seq),
+        };
+        let meta = SnapshotMeta {
+            last_log_id: self.last_applied,
+            last_membership: self.membership.clone(),
+            snapshot_id,
+        };
+        let mut batch = WriteBatch::default();
+        self.store.put_json(
+            &mut batch,
+            CF_SNAPSHOT,
+            KEY_SNAPSHOT_META,
+            &meta,
+            "snapshot metadata",
+        )?;
+        batch.put_cf(self.store.cf(CF_SNAPSHOT)?, KEY_SNAPSHOT_DATA, &data);
+        self.store.write(batch, true, "snapshot")?;
+        tracing::info!(snapshot_id = %meta.snapshot_id, bytes = data.len(), "built snapshot");
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for ClusterSnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
+        self.build()
+            .map_err(|e| StorageIOError::write_snapshot(None, &e).into())
+    }
+}

@@ -1,0 +1,123 @@
+//! One RocksDB database holding both halves of a node's Raft storage.
+//!
+//! Column families:
+//!
+//! | family          | keys                                        | written by            |
+//! |-----------------|---------------------------------------------|-----------------------|
+//! | `logs`          | log index, 8 bytes big-endian → entry       | [`LogStore`]          |
+//! | `log_meta`      | `vote`, `committed`, `last_purged`          | [`LogStore`]          |
+//! | `state_machine` | `last_applied`, `membership`, `cluster_state` | [`StateMachineStore`] |
+//! | `snapshot`      | `current` (metadata and data)               | [`StateMachineStore`] |
+//!
+//! Values are JSON. Sharing one database means sharing one write-ahead log: a synced write
+//! (log appends, votes, purges, snapshot installs) also makes every earlier unsynced write
+//! durable, which is why the state machine may apply without syncing — whatever it loses in a
+//! power cut is still in the synced log and is applied again on restart (openraft replays
+//! committed entries after `last_applied`).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rocksdb::{ColumnFamily, ColumnFamilyDescriptor, Options, WriteBatch, WriteOptions, DB};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::RaftStoreError;
+use crate::log_store::LogStore;
+use crate::state_machine::StateMachineStore;
+
+pub(crate) const CF_LOGS: &str = "logs";
+pub(crate) const CF_LOG_META: &str = "log_meta";
+pub(crate) const CF_STATE_MACHINE: &str = "state_machine";
+pub(crate) const CF_SNAPSHOT: &str = "snapshot";
+
+const COLUMN_FAMILIES: [&str; 4] = [CF_LOGS, CF_LOG_META, CF_STATE_MACHINE, CF_SNAPSHOT];
+
+/// A shared handle on the node's Raft database; the log store and the state machine each
+/// hold one.
+#[derive(Clone, Debug)]
+pub struct Store {
+    db: Arc<DB>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and returns the two halves openraft
+    /// needs: the log store and the state machine (loaded with the persisted cluster state).
+    pub fn open(path: impl AsRef<Path>) -> Result<(LogStore, StateMachineStore), RaftStoreError> {
+        let path = path.as_ref();
+        let mut options = Options::default();
+        options.create_if_missing(true);
+        options.create_missing_column_families(true);
+        let families = COLUMN_FAMILIES
+            .iter()
+            .map(|name| ColumnFamilyDescriptor::new(*name, Options::default()));
+        let db = DB::open_cf_descriptors(&options, path, families).map_err(|source| {
+            RaftStoreError::Open {
+                path: path.display().to_string(),
+                source,
+            }
+        })?;
+        let store = Store { db: Arc::new(db) };
+        for name in COLUMN_FAMILIES {
+            store.cf(name)?;
+        }
+        let state_machine = StateMachineStore::load(store.clone())?;
+        Ok((LogStore::new(store), state_machine))
+    }
+
+    pub(crate) fn db(&self) -> &DB {
+        &self.db
+    }
+
+    pub(crate) fn cf(&self, name: &'static str) -> Result<&ColumnFamily, RaftStoreError> {
+        self.db
+            .cf_handle(name)
+            .ok_or(RaftStoreError::MissingColumnFamily { name })
+    }
+
+    /// Reads and decodes the JSON value at `key` of family `cf`.
+    pub(crate) fn get_json<T: DeserializeOwned>(
+        &self,
+        cf: &'static str,
+        key: &str,
+        what: &'static str,
+    ) -> Result<Option<T>, RaftStoreError> {
+        let bytes = self
+            .db
+            .get_cf(self.cf(cf)?, key)
+            .map_err(|source| RaftStoreError::Read { what, source })?;
+        bytes
+            .map(|bytes| {
+                serde_json::from_slice(&bytes).map_err(|e| RaftStoreError::decode(what, &e))
+            })
+            .transpose()
+    }
+
+    /// Adds the JSON encoding of `value` at `key` of family `cf` to `batch`.
+    pub(crate) fn put_json<T: Serialize>(
+        &self,
+        batch: &mut WriteBatch,
+        cf: &'static str,
+        key: &str,
+        value: &T,
+        what: &'static str,
+    ) -> Result<(), RaftStoreError> {
+        let bytes = serde_json::to_vec(value).map_err(|e| RaftStoreError::encode(what, &e))?;
+        batch.put_cf(self.cf(cf)?, key, bytes);
+        Ok(())
+    }
+
+    /// Writes `batch` atomically; `sync` waits for the write-ahead log to reach the disk.
+    pub(crate) fn write(
+        &self,
+        batch: WriteBatch,
+        sync: bool,
+        what: &'static str,
+    ) -> Result<(), RaftStoreError> {
+        let mut options = WriteOptions::default();
+        options.set_sync(sync);
+        self.db
+            .write_opt(batch, &options)
+            .map_err(|source| RaftStoreError::Write { what, source })
+    }
+}
