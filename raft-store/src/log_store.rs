@@ -4,6 +4,10 @@
 //! Appends, votes and purges are synced before they are acknowledged: openraft counts a node
 //! in a quorum as soon as its log I/O completes, so an acknowledged entry must survive a crash.
 //! The committed log id is written unsynced; losing it only means openraft re-learns it.
+//!
+//! RocksDB calls are made inline in the async methods, as in openraft's RocksDB example: they
+//! are short, and a synced append has to finish before the entry may be acknowledged anyway.
+//! Run the Raft on a multi-threaded runtime so a slow disk does not stall other tasks.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};

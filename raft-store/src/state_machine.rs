@@ -191,6 +191,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             };
             responses.push(response);
         }
+        if responses.is_empty() {
+            return Ok(responses);
+        }
         self.persist(&state)
             .map_err(|e| StorageIOError::write_state_machine(&e))?;
         Ok(responses)
