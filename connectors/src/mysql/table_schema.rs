@@ -5,7 +5,8 @@
 //! The optional metadata (MySQL 8.0 / MariaDB 10.5 with `binlog_row_metadata=FULL`) lists
 //! signedness for "numeric" columns only, charsets for "character" columns only, and so on,
 //! each in column order; we zip those lists back onto column indexes here. MySQL and MariaDB
-//! disagree on one detail: MariaDB also gives GEOMETRY columns a charset (binary).
+//! disagree on one detail: MariaDB also gives GEOMETRY columns a charset (binary). MySQL 9
+//! gives VECTOR columns one.
 
 use std::sync::Arc;
 
@@ -91,7 +92,12 @@ fn is_numeric(t: ColumnType) -> bool {
 fn is_character(t: ColumnType, flavor: Flavor) -> bool {
     use ColumnType::*;
     match t {
-        MYSQL_TYPE_STRING | MYSQL_TYPE_VAR_STRING | MYSQL_TYPE_VARCHAR | MYSQL_TYPE_BLOB => true,
+        // MySQL 9 gives VECTOR columns a (binary) charset entry too (vector.binlog fixture)
+        MYSQL_TYPE_STRING
+        | MYSQL_TYPE_VAR_STRING
+        | MYSQL_TYPE_VARCHAR
+        | MYSQL_TYPE_BLOB
+        | MYSQL_TYPE_VECTOR => true,
         MYSQL_TYPE_GEOMETRY => flavor == Flavor::Mariadb,
         _ => false,
     }
