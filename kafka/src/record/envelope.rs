@@ -1,0 +1,83 @@
+//! The serialised shapes: the change-event envelope, its `source` block, row images as
+//! ordered JSON objects, and the transaction-metadata events.
+//!
+//! Row images and keys keep the table's column order (and key order) on the wire, without
+//! relying on serde_json's `preserve_order` feature: [`OrderedObject`] serialises its pairs
+//! in the order given.
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+use serde_json::Value as Json;
+
+/// A JSON object whose keys serialise in insertion order.
+#[derive(Clone, PartialEq, Default)]
+pub(crate) struct OrderedObject(pub(crate) Vec<(String, Json)>);
+
+impl Serialize for OrderedObject {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+/// The `source` block of a change event.
+#[derive(Serialize)]
+pub(crate) struct Source<'a> {
+    pub(crate) version: &'static str,
+    pub(crate) connector: &'static str,
+    pub(crate) name: &'a str,
+    pub(crate) ts_ms: u64,
+    pub(crate) snapshot: &'static str,
+    pub(crate) db: &'a str,
+    pub(crate) table: &'a str,
+    pub(crate) server_id: u32,
+    pub(crate) gtid: Option<&'a str>,
+    pub(crate) file: &'a str,
+    pub(crate) pos: u64,
+    pub(crate) row: usize,
+}
+
+/// The `transaction` block of a streamed change event.
+#[derive(Serialize)]
+pub(crate) struct TransactionBlock<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) total_order: u64,
+    pub(crate) data_collection_order: u64,
+}
+
+/// A change event: `{before, after, source, op, ts_ms, transaction}`.
+#[derive(Serialize)]
+pub(crate) struct Envelope<'a> {
+    pub(crate) before: Option<&'a OrderedObject>,
+    pub(crate) after: Option<&'a OrderedObject>,
+    pub(crate) source: Source<'a>,
+    pub(crate) op: &'static str,
+    pub(crate) ts_ms: u64,
+    pub(crate) transaction: Option<TransactionBlock<'a>>,
+}
+
+/// One data collection's event count in an `END` transaction event.
+#[derive(Serialize)]
+pub(crate) struct DataCollectionCount {
+    pub(crate) data_collection: String,
+    pub(crate) event_count: u64,
+}
+
+/// A transaction-metadata event (`BEGIN` or `END`).
+#[derive(Serialize)]
+pub(crate) struct TransactionEvent<'a> {
+    pub(crate) status: &'static str,
+    pub(crate) id: &'a str,
+    pub(crate) event_count: Option<u64>,
+    pub(crate) data_collections: Option<Vec<DataCollectionCount>>,
+    pub(crate) ts_ms: u64,
+}
+
+/// The key of a transaction-metadata event.
+#[derive(Serialize)]
+pub(crate) struct TransactionKey<'a> {
+    pub(crate) id: &'a str,
+}

@@ -1,0 +1,664 @@
+//! Golden tests: the exact envelope of every change kind and the JSON form of every column
+//! type. When one of these changes, `docs/event-format.md` changes with it.
+
+use std::sync::Arc;
+
+use capstan_core::change::{
+    Change, Date, DateTime, Op, Row, TableId, Time, Transaction, TransactionGtid, Value,
+};
+use capstan_core::position::{Flavor, MariadbGtid};
+use serde_json::{json, Value as Json};
+
+use super::*;
+use crate::SinkError;
+
+const UUID: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+
+fn builder(tombstones: bool, txn_topic: bool) -> RecordBuilder {
+    RecordBuilder::new(RecordOptions {
+        topics: TopicTemplate::parse("cdc", DEFAULT_TOPIC_TEMPLATE).unwrap(),
+        flavor: Flavor::Mysql,
+        tombstones_on_delete: tombstones,
+        transaction_topic: txn_topic.then(|| "cdc.transaction".to_string()),
+    })
+}
+
+fn ctx() -> RecordContext<'static> {
+    RecordContext {
+        pipeline: "orders-pipe",
+        epoch: 7,
+        now_ms: 1_700_000_000_123,
+    }
+}
+
+fn coords() -> BinlogCoordinates<'static> {
+    BinlogCoordinates {
+        server_id: 1,
+        file: "binlog.000003",
+        pos: 4711,
+    }
+}
+
+fn row(cols: &[&str], values: Vec<Value>) -> Row {
+    let cols: Arc<[String]> = cols.iter().map(|c| c.to_string()).collect();
+    Row::new(cols, values).unwrap()
+}
+
+fn text(s: &str) -> Value {
+    Value::Text {
+        bytes: s.as_bytes().to_vec(),
+        collation: 255,
+    }
+}
+
+fn change(
+    table: &TableId,
+    op: Op,
+    before: Option<Row>,
+    after: Option<Row>,
+    key: &[usize],
+) -> Change {
+    Change {
+        table: Arc::new(table.clone()),
+        op,
+        before,
+        after,
+        key: key.to_vec().into(),
+    }
+}
+
+fn tx(gno: u64, changes: Vec<Change>) -> Transaction {
+    Transaction {
+        gtid: TransactionGtid::Mysql(format!("{UUID}:{gno}").parse().unwrap()),
+        committed_at_micros: 1_699_999_999_456_789,
+        changes,
+        partially_filtered: false,
+    }
+}
+
+fn json_of(bytes: &Option<Vec<u8>>) -> Json {
+    bytes
+        .as_ref()
+        .map_or(Json::Null, |b| serde_json::from_slice(b).unwrap())
+}
+
+fn source(table: &str, row: usize, gno: u64) -> Json {
+    json!({
+        "version": SOURCE_VERSION, "connector": "mysql", "name": "cdc",
+        "ts_ms": 1_699_999_999_456u64, "snapshot": "false", "db": "shop", "table": table,
+        "server_id": 1, "gtid": format!("{UUID}:{gno}"), "file": "binlog.000003", "pos": 4711,
+        "row": row
+    })
+}
+
+fn orders() -> TableId {
+    TableId::new("shop", "orders")
+}
+
+fn order(id: i64, note: &str) -> Row {
+    row(&["id", "note"], vec![Value::Int(id), text(note)])
+}
+
+#[test]
+fn insert_envelope() {
+    let t = tx(
+        5,
+        vec![change(
+            &orders(),
+            Op::Insert,
+            None,
+            Some(order(1, "new")),
+            &[0],
+        )],
+    );
+    let recs = builder(true, false)
+        .transaction_records(&t, &coords(), &ctx())
+        .unwrap();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].topic, "cdc.shop.orders");
+    assert_eq!(json_of(&recs[0].key), json!({"id": 1}));
+    assert_eq!(
+        json_of(&recs[0].value),
+        json!({
+            "before": null,
+            "after": {"id": 1, "note": "new"},
+            "source": source("orders", 0, 5),
+            "op": "c",
+            "ts_ms": 1_700_000_000_123u64,
+            "transaction": {"id": format!("{UUID}:5"), "total_order": 1, "data_collection_order": 1}
+        })
+    );
+    assert_eq!(recs[0].timestamp_ms, Some(1_699_999_999_456));
+    let headers: Vec<(&str, &str)> = recs[0]
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), std::str::from_utf8(v).unwrap()))
+        .collect();
+    let gtid = format!("{UUID}:5");
+    assert_eq!(
+        headers,
+        vec![
+            ("capstan.pipeline", "orders-pipe"),
+            ("capstan.epoch", "7"),
+            ("capstan.position", gtid.as_str()),
+            ("capstan.row", "0"),
+            ("capstan.record", "0"),
+        ]
+    );
+    // Column order is the table's, on the wire.
+    let raw = String::from_utf8(recs[0].value.clone().unwrap()).unwrap();
+    assert!(
+        raw.starts_with(r#"{"before":null,"after":{"id":1,"note":"new"},"source":{"version""#),
+        "{raw}"
+    );
+}
+
+#[test]
+fn update_envelope() {
+    let t = tx(
+        6,
+        vec![change(
+            &orders(),
+            Op::Update,
+            Some(order(1, "a")),
+            Some(order(1, "b")),
+            &[0],
+        )],
+    );
+    let recs = builder(true, false)
+        .transaction_records(&t, &coords(), &ctx())
+        .unwrap();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(json_of(&recs[0].key), json!({"id": 1}));
+    let v = json_of(&recs[0].value);
+    assert_eq!(v["op"], "u");
+    assert_eq!(v["before"], json!({"id": 1, "note": "a"}));
+    assert_eq!(v["after"], json!({"id": 1, "note": "b"}));
+    assert_eq!(v["source"], source("orders", 0, 6));
+}
+
+#[test]
+fn delete_then_tombstone() {
+    let t = tx(
+        7,
+        vec![change(
+            &orders(),
+            Op::Delete,
+            Some(order(9, "x")),
+            None,
+            &[0],
+        )],
+    );
+    let recs = builder(true, false)
+        .transaction_records(&t, &coords(), &ctx())
+        .unwrap();
+    assert_eq!(recs.len(), 2);
+    let v = json_of(&recs[0].value);
+    assert_eq!(
+        v,
+        json!({
+            "before": {"id": 9, "note": "x"}, "after": null, "source": source("orders", 0, 7),
+            "op": "d", "ts_ms": 1_700_000_000_123u64,
+            "transaction": {"id": format!("{UUID}:7"), "total_order": 1, "data_collection_order": 1}
+        })
+    );
+    assert_eq!(recs[1].topic, "cdc.shop.orders");
+    assert_eq!(json_of(&recs[1].key), json!({"id": 9}));
+    assert_eq!(recs[1].value, None);
+    assert_eq!(recs[1].header_str(HEADER_ROW), Some("0"));
+    assert_eq!(recs[1].header_str(HEADER_RECORD), Some("1"));
+
+    let recs = builder(false, false)
+        .transaction_records(&t, &coords(), &ctx())
+        .unwrap();
+    assert_eq!(recs.len(), 1, "no tombstone when disabled");
+}
+
+#[test]
+fn key_change_is_delete_tombstone_create() {
+    let t = tx(
+        8,
+        vec![change(
+            &orders(),
+            Op::Update,
+            Some(order(1, "a")),
+            Some(order(2, "a")),
+            &[0],
+        )],
+    );
+    let recs = builder(true, false)
+        .transaction_records(&t, &coords(), &ctx())
+        .unwrap();
+    let shape: Vec<(Json, Json)> = recs
+        .iter()
+        .map(|r| {
+            (
+                json_of(&r.key),
+                json_of(&r.value).get("op").cloned().unwrap_or(Json::Null),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            (json!({"id": 1}), json!("d")),
+            (json!({"id": 1}), Json::Null),
+            (json!({"id": 2}), json!("c")),
+        ]
+    );
+    let create = json_of(&recs[2].value);
+    assert_eq!(create["before"], Json::Null);
+    assert_eq!(create["after"], json!({"id": 2, "note": "a"}));
+    assert_eq!(create["transaction"]["total_order"], 2);
+}
+
+#[test]
+fn keyless_table_has_null_key_and_no_tombstone() {
+    let log = TableId::new("shop", "log");
+    let r = row(&["msg"], vec![text("hi")]);
+    let t = tx(9, vec![change(&log, Op::Delete, Some(r), None, &[])]);
+    let recs = builder(true, false)
+        .transaction_records(&t, &coords(), &ctx())
+        .unwrap();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].key, None);
+    assert_eq!(json_of(&recs[0].value)["before"], json!({"msg": "hi"}));
+}
+
+#[test]
+fn composite_key_in_key_order() {
+    let items = TableId::new("shop", "items");
+    let r = row(
+        &["qty", "order_id", "line"],
+        vec![Value::Int(3), Value::Int(10), Value::Int(2)],
+    );
+    let t = tx(10, vec![change(&items, Op::Insert, None, Some(r), &[1, 2])]);
+    let recs = builder(true, false)
+        .transaction_records(&t, &coords(), &ctx())
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(recs[0].key.clone().unwrap()).unwrap(),
+        r#"{"order_id":10,"line":2}"#
+    );
+}
+
+#[test]
+fn transaction_metadata_begin_and_end() {
+    let items = TableId::new("shop", "items");
+    let t = tx(
+        11,
+        vec![
+            change(&orders(), Op::Insert, None, Some(order(1, "a")), &[0]),
+            change(
+                &items,
+                Op::Insert,
+                None,
+                Some(row(&["id"], vec![Value::Int(5)])),
+                &[0],
+            ),
+            change(&orders(), Op::Delete, Some(order(2, "b")), None, &[0]),
+        ],
+    );
+    let recs = builder(true, true)
+        .transaction_records(&t, &coords(), &ctx())
+        .unwrap();
+    let topics: Vec<&str> = recs.iter().map(|r| r.topic.as_str()).collect();
+    assert_eq!(
+        topics,
+        vec![
+            "cdc.transaction",
+            "cdc.shop.orders",
+            "cdc.shop.items",
+            "cdc.shop.orders",
+            "cdc.shop.orders",
+            "cdc.transaction"
+        ]
+    );
+    let id = format!("{UUID}:11");
+    assert_eq!(json_of(&recs[0].key), json!({"id": id}));
+    assert_eq!(
+        json_of(&recs[0].value),
+        json!({"status": "BEGIN", "id": id, "event_count": null, "data_collections": null,
+               "ts_ms": 1_699_999_999_456u64})
+    );
+    assert_eq!(
+        json_of(&recs[5].value),
+        json!({"status": "END", "id": id, "event_count": 3, "data_collections": [
+            {"data_collection": "shop.orders", "event_count": 2},
+            {"data_collection": "shop.items", "event_count": 1}
+        ], "ts_ms": 1_699_999_999_456u64})
+    );
+    let delete = json_of(&recs[3].value);
+    assert_eq!(
+        delete["transaction"],
+        json!({"id": id, "total_order": 3, "data_collection_order": 2})
+    );
+    assert_eq!(recs[0].header(HEADER_ROW), None);
+    let record_ids: Vec<&str> = recs
+        .iter()
+        .map(|r| r.header_str(HEADER_RECORD).unwrap())
+        .collect();
+    assert_eq!(record_ids, vec!["0", "1", "2", "3", "4", "5"]);
+}
+
+#[test]
+fn empty_transaction_has_no_records() {
+    let recs = builder(true, true)
+        .transaction_records(&tx(12, vec![]), &coords(), &ctx())
+        .unwrap();
+    assert!(recs.is_empty());
+}
+
+#[test]
+fn mariadb_source() {
+    let mut b = builder(true, false);
+    b = RecordBuilder::new(RecordOptions {
+        flavor: Flavor::Mariadb,
+        ..b.options().clone()
+    });
+    let mut t = tx(
+        1,
+        vec![change(
+            &orders(),
+            Op::Insert,
+            None,
+            Some(order(1, "a")),
+            &[0],
+        )],
+    );
+    t.gtid = TransactionGtid::Mariadb(MariadbGtid::new(0, 1, 42));
+    let recs = b.transaction_records(&t, &coords(), &ctx()).unwrap();
+    let v = json_of(&recs[0].value);
+    assert_eq!(v["source"]["connector"], "mariadb");
+    assert_eq!(v["source"]["gtid"], "0-1-42");
+    assert_eq!(recs[0].header_str(HEADER_POSITION), Some("0-1-42"));
+}
+
+#[test]
+fn snapshot_chunk_reads() {
+    let rows = vec![order(1, "a"), order(2, "b")];
+    let table = orders();
+    let chunk = SnapshotChunk {
+        table: &table,
+        key: &[0],
+        rows: &rows,
+        chunk_id: "shop.orders/3",
+        coordinates: coords(),
+        last_of_snapshot: true,
+    };
+    let recs = builder(true, true)
+        .snapshot_records(&chunk, &ctx())
+        .unwrap();
+    assert_eq!(recs.len(), 2);
+    assert_eq!(
+        json_of(&recs[0].value),
+        json!({
+            "before": null, "after": {"id": 1, "note": "a"},
+            "source": {"version": SOURCE_VERSION, "connector": "mysql", "name": "cdc",
+                       "ts_ms": 1_700_000_000_123u64, "snapshot": "true", "db": "shop",
+                       "table": "orders", "server_id": 1, "gtid": null,
+                       "file": "binlog.000003", "pos": 4711, "row": 0},
+            "op": "r", "ts_ms": 1_700_000_000_123u64, "transaction": null
+        })
+    );
+    assert_eq!(json_of(&recs[1].value)["source"]["snapshot"], "last");
+    assert_eq!(
+        recs[1].header_str(HEADER_POSITION),
+        Some("snapshot:shop.orders/3")
+    );
+    assert_eq!(recs[1].header_str(HEADER_ROW), Some("1"));
+}
+
+/// Every `Value` variant, one column each, with its JSON form.
+#[test]
+fn every_column_type() {
+    let cases: Vec<(&str, Value, Json)> = vec![
+        ("c_null", Value::Null, Json::Null),
+        ("c_int", Value::Int(-42), json!(-42)),
+        (
+            "c_bigint_unsigned",
+            Value::UInt(u64::MAX),
+            json!(18_446_744_073_709_551_615u64),
+        ),
+        (
+            "c_decimal",
+            Value::Decimal("-12.340".into()),
+            json!("-12.340"),
+        ),
+        ("c_float", Value::Float(1.1), json!(1.1)),
+        ("c_double", Value::Double(-2.5e-10), json!(-2.5e-10)),
+        ("c_varchar", text("héllo"), json!("héllo")),
+        (
+            "c_latin1",
+            Value::Text {
+                bytes: b"caf\xe9".to_vec(),
+                collation: 8,
+            },
+            json!("café"),
+        ),
+        (
+            "c_binary_text",
+            Value::Text {
+                bytes: vec![0, 255],
+                collation: 63,
+            },
+            json!("AP8="),
+        ),
+        (
+            "c_blob",
+            Value::Bytes(vec![0xde, 0xad, 0xbe, 0xef]),
+            json!("3q2+7w=="),
+        ),
+        (
+            "c_date",
+            Value::Date(Date {
+                year: 2024,
+                month: 2,
+                day: 29,
+            }),
+            json!("2024-02-29"),
+        ),
+        (
+            "c_zero_date",
+            Value::Date(Date {
+                year: 0,
+                month: 0,
+                day: 0,
+            }),
+            json!("0000-00-00"),
+        ),
+        (
+            "c_time",
+            Value::Time(Time {
+                negative: true,
+                hours: 838,
+                minutes: 59,
+                seconds: 59,
+                micros: 500_000,
+                fsp: 1,
+            }),
+            json!("-838:59:59.5"),
+        ),
+        (
+            "c_datetime",
+            Value::DateTime(DateTime {
+                date: Date {
+                    year: 2012,
+                    month: 3,
+                    day: 18,
+                },
+                hour: 11,
+                minute: 30,
+                second: 45,
+                micros: 123_456,
+                fsp: 6,
+            }),
+            json!("2012-03-18T11:30:45.123456"),
+        ),
+        (
+            "c_timestamp",
+            Value::Timestamp {
+                seconds: 1_650_493_084,
+                micros: 120_000,
+                fsp: 3,
+            },
+            json!("2022-04-20T22:18:04.120Z"),
+        ),
+        (
+            "c_zero_timestamp",
+            Value::Timestamp {
+                seconds: 0,
+                micros: 0,
+                fsp: 0,
+            },
+            json!("0000-00-00T00:00:00Z"),
+        ),
+        ("c_year", Value::Year(2024), json!(2024)),
+        (
+            "c_bit1",
+            Value::Bit {
+                bytes: vec![1],
+                bits: 1,
+            },
+            json!(true),
+        ),
+        (
+            "c_bit12",
+            Value::Bit {
+                bytes: vec![0x0a, 0xbc],
+                bits: 12,
+            },
+            json!(2748),
+        ),
+        ("c_enum", Value::Enum("medium".into()), json!("medium")),
+        ("c_set", Value::Set("a,c".into()), json!("a,c")),
+        (
+            "c_json",
+            Value::Json(r#"{"k": [1, 2]}"#.into()),
+            json!(r#"{"k": [1, 2]}"#),
+        ),
+        (
+            "c_point",
+            Value::Geometry {
+                srid: 4326,
+                wkb: vec![1, 1, 0, 0, 0],
+            },
+            json!({"srid": 4326, "wkb": "AQEAAAA="}),
+        ),
+        (
+            "c_vector",
+            Value::Vector(vec![0.1, -2.0, 3.5]),
+            json!([0.1, -2.0, 3.5]),
+        ),
+    ];
+    let names: Vec<&str> = cases.iter().map(|c| c.0).collect();
+    let values: Vec<Value> = cases.iter().map(|c| c.1.clone()).collect();
+    let expected: serde_json::Map<String, Json> = cases
+        .iter()
+        .map(|c| (c.0.to_string(), c.2.clone()))
+        .collect();
+    let t = tx(
+        13,
+        vec![change(
+            &TableId::new("shop", "types"),
+            Op::Insert,
+            None,
+            Some(row(&names, values)),
+            &[1],
+        )],
+    );
+    let recs = builder(true, false)
+        .transaction_records(&t, &coords(), &ctx())
+        .unwrap();
+    assert_eq!(json_of(&recs[0].value)["after"], Json::Object(expected));
+    assert_eq!(json_of(&recs[0].key), json!({"c_int": -42}));
+    let raw = String::from_utf8(recs[0].value.clone().unwrap()).unwrap();
+    assert!(
+        raw.contains(r#""c_bigint_unsigned":18446744073709551615"#),
+        "unsigned stays exact"
+    );
+}
+
+#[test]
+fn undecodable_text_is_a_value_free_error() {
+    let bad = Value::Text {
+        bytes: b"secret\xff".to_vec(),
+        collation: 255,
+    };
+    let t = tx(
+        14,
+        vec![change(
+            &orders(),
+            Op::Insert,
+            None,
+            Some(row(&["id", "note"], vec![Value::Int(1), bad])),
+            &[0],
+        )],
+    );
+    let err = builder(true, false)
+        .transaction_records(&t, &coords(), &ctx())
+        .unwrap_err();
+    assert_eq!(err.code(), "invalid_text");
+    let msg = format!("{err} {err:?}");
+    assert!(
+        msg.contains("note") && msg.contains("utf8mb4") && !msg.contains("secret"),
+        "{msg}"
+    );
+
+    let unknown = Value::Text {
+        bytes: b"secret".to_vec(),
+        collation: 0,
+    };
+    let t = tx(
+        15,
+        vec![change(
+            &orders(),
+            Op::Insert,
+            None,
+            Some(row(&["id", "note"], vec![Value::Int(1), unknown])),
+            &[0],
+        )],
+    );
+    let err = builder(true, false)
+        .transaction_records(&t, &coords(), &ctx())
+        .unwrap_err();
+    assert_eq!(
+        err,
+        SinkError::UnsupportedCharset {
+            table: "shop.orders".into(),
+            column: "note".into(),
+            charset: "unknown".into(),
+        }
+    );
+}
+
+#[test]
+fn malformed_changes_are_refused() {
+    let t = tx(
+        16,
+        vec![change(
+            &orders(),
+            Op::Update,
+            None,
+            Some(order(1, "a")),
+            &[0],
+        )],
+    );
+    let err = builder(true, false)
+        .transaction_records(&t, &coords(), &ctx())
+        .unwrap_err();
+    assert_eq!(err.code(), "malformed_change");
+    let t = tx(
+        17,
+        vec![change(
+            &orders(),
+            Op::Insert,
+            None,
+            Some(order(1, "a")),
+            &[5],
+        )],
+    );
+    assert!(builder(true, false)
+        .transaction_records(&t, &coords(), &ctx())
+        .is_err());
+}

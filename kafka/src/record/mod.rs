@@ -1,0 +1,22 @@
+//! Pure mapping from changes to Kafka records: topics, keys, Debezium-style envelopes,
+//! transaction metadata and the headers that let a consumer recognise a duplicate.
+//! The wire format is specified in `docs/event-format.md`.
+
+mod charset_decoder;
+mod envelope;
+#[cfg(test)]
+mod golden_tests;
+mod json_value;
+mod kafka_record;
+mod record_builder;
+mod topic_template;
+
+pub use kafka_record::{
+    KafkaRecord, HEADER_EPOCH, HEADER_PIPELINE, HEADER_POSITION, HEADER_RECORD, HEADER_ROW,
+};
+pub use record_builder::{
+    BinlogCoordinates, RecordBuilder, RecordContext, RecordOptions, SnapshotChunk, SOURCE_VERSION,
+};
+pub use topic_template::{
+    sanitize_topic_part, TopicTemplate, DEFAULT_TOPIC_TEMPLATE, MAX_TOPIC_LEN,
+};
