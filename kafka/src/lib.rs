@@ -16,7 +16,11 @@
 //! exactly-once design in `docs/adr/0002-kafka-sink-crate.md` and
 //! `docs/adr/0003-exactly-once-kafka.md`.
 
+pub mod config;
+pub mod dev_cluster;
 mod error;
+pub mod publisher;
 pub mod record;
+pub mod topic_reader;
 
 pub use error::{Consequence, SinkError};

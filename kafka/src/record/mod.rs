@@ -17,6 +17,7 @@ pub use kafka_record::{
 pub use record_builder::{
     BinlogCoordinates, RecordBuilder, RecordContext, RecordOptions, SnapshotChunk, SOURCE_VERSION,
 };
+pub(crate) use topic_template::check_topic_name;
 pub use topic_template::{
     sanitize_topic_part, TopicTemplate, DEFAULT_TOPIC_TEMPLATE, MAX_TOPIC_LEN,
 };

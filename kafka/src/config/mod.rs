@@ -1,0 +1,8 @@
+//! The sink settings of one pipeline: serde structs with `deny_unknown_fields`, checked by
+//! `validate()` without any I/O into the types the publisher and record builder use.
+
+mod producer_settings;
+mod sink_config;
+
+pub use producer_settings::{validate_overrides, ProducerSettings};
+pub use sink_config::{CheckedSinkConfig, DeliveryMode, SinkConfig};

@@ -1,0 +1,302 @@
+//! A pipeline's Kafka sink section, as users write it, and its checked form.
+
+use std::collections::BTreeMap;
+
+use capstan_core::position::Flavor;
+use serde::{Deserialize, Serialize};
+
+use super::producer_settings::{validate_overrides, ProducerSettings};
+use crate::record::{check_topic_name, RecordOptions, TopicTemplate, DEFAULT_TOPIC_TEMPLATE};
+use crate::SinkError;
+
+/// How records reach Kafka.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryMode {
+    /// Idempotent producer, `acks=all`; the checkpoint advances after every record of a batch
+    /// is acknowledged. An owner crash between delivery and checkpoint re-publishes that batch
+    /// (consumers can recognise the copies by their headers).
+    #[default]
+    AtLeastOnce,
+    /// Transactional producer per pipeline; rows and the offsets record commit atomically,
+    /// a zombie owner is fenced. See `docs/adr/0003-exactly-once-kafka.md`.
+    ExactlyOnce,
+}
+
+fn default_topic_template() -> String {
+    DEFAULT_TOPIC_TEMPLATE.to_string()
+}
+fn default_true() -> bool {
+    true
+}
+fn default_max_in_flight() -> u32 {
+    5
+}
+fn default_offsets_topic() -> String {
+    "capstan.offsets".to_string()
+}
+fn default_delivery_timeout_ms() -> u64 {
+    300_000
+}
+fn default_transaction_timeout_ms() -> u64 {
+    60_000
+}
+fn default_transactional_id_prefix() -> String {
+    "capstan".to_string()
+}
+
+/// The Kafka sink of one pipeline.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SinkConfig {
+    /// Comma-separated `host:port` list of Kafka brokers to bootstrap from.
+    pub bootstrap_servers: String,
+    /// Prefix of every topic this pipeline writes (also `source.name` in each event); must be
+    /// a legal topic name (`[a-zA-Z0-9._-]`).
+    pub topic_prefix: String,
+    /// Topic of a table's change events; placeholders `{prefix}`, `{db}`, `{table}`
+    /// (required). Default `{prefix}.{db}.{table}`.
+    #[serde(default = "default_topic_template")]
+    pub topic_template: String,
+    /// Write a tombstone (key, null value) after every delete so compaction can forget the
+    /// key. Default true.
+    #[serde(default = "default_true")]
+    pub tombstones_on_delete: bool,
+    /// Also write BEGIN/END transaction events to `<topic_prefix>.transaction`. Default false.
+    #[serde(default)]
+    pub transaction_topic: bool,
+    /// `at_least_once` (default) or `exactly_once`.
+    #[serde(default)]
+    pub delivery: DeliveryMode,
+    /// Maximum unacknowledged produce requests per broker connection, 1 to 5. Default 5.
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight: u32,
+    /// How long librdkafka keeps retrying a record before failing its delivery, in ms.
+    /// Default 300000.
+    #[serde(default = "default_delivery_timeout_ms")]
+    pub delivery_timeout_ms: u64,
+    /// Exactly-once only: the compacted topic holding each pipeline's offsets record.
+    /// Default `capstan.offsets`.
+    #[serde(default = "default_offsets_topic")]
+    pub offsets_topic: String,
+    /// Exactly-once only: the broker aborts a transaction left open longer than this, in ms.
+    /// Default 60000.
+    #[serde(default = "default_transaction_timeout_ms")]
+    pub transaction_timeout_ms: u64,
+    /// Exactly-once only: `transactional.id` is `<prefix>-<pipeline name>`. Default `capstan`.
+    #[serde(default = "default_transactional_id_prefix")]
+    pub transactional_id_prefix: String,
+    /// Extra librdkafka producer properties (for example `compression.type`, `linger.ms`,
+    /// `security.protocol`). Checked at validation; settings that weaken delivery guarantees
+    /// or that capstan owns are refused.
+    #[serde(default)]
+    pub producer_overrides: BTreeMap<String, String>,
+}
+
+/// A checked sink configuration: everything the publisher and the record builder need.
+#[derive(Clone, Debug)]
+pub struct CheckedSinkConfig {
+    /// Record shaping.
+    pub record_options: RecordOptions,
+    /// Delivery mode.
+    pub delivery: DeliveryMode,
+    /// The producer's complete librdkafka properties (without `transactional.id`).
+    pub producer: ProducerSettings,
+    /// The offsets topic (exactly-once).
+    pub offsets_topic: String,
+    /// The `transactional.id` prefix (exactly-once).
+    pub transactional_id_prefix: String,
+    /// The transaction timeout in ms (exactly-once).
+    pub transaction_timeout_ms: u64,
+}
+
+impl CheckedSinkConfig {
+    /// The `transactional.id` of a pipeline: `<prefix>-<pipeline>`.
+    pub fn transactional_id(&self, pipeline: &str) -> String {
+        format!("{}-{pipeline}", self.transactional_id_prefix)
+    }
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> SinkError {
+    SinkError::InvalidConfig {
+        field,
+        reason: reason.into(),
+    }
+}
+
+impl SinkConfig {
+    /// A config with every default, for `bootstrap_servers` and `topic_prefix`.
+    pub fn new(bootstrap_servers: &str, topic_prefix: &str) -> Self {
+        SinkConfig {
+            bootstrap_servers: bootstrap_servers.to_string(),
+            topic_prefix: topic_prefix.to_string(),
+            topic_template: default_topic_template(),
+            tombstones_on_delete: true,
+            transaction_topic: false,
+            delivery: DeliveryMode::default(),
+            max_in_flight: default_max_in_flight(),
+            delivery_timeout_ms: default_delivery_timeout_ms(),
+            offsets_topic: default_offsets_topic(),
+            transaction_timeout_ms: default_transaction_timeout_ms(),
+            transactional_id_prefix: default_transactional_id_prefix(),
+            producer_overrides: BTreeMap::new(),
+        }
+    }
+
+    /// Checks every field (no I/O) and builds the producer properties: capstan's fixed
+    /// settings (`enable.idempotence=true`, `acks=all`, the in-flight bound, the delivery
+    /// timeout) and then the overrides.
+    pub fn validate(&self, flavor: Flavor) -> Result<CheckedSinkConfig, SinkError> {
+        if self.bootstrap_servers.trim().is_empty() {
+            return Err(invalid("bootstrap_servers", "must not be empty"));
+        }
+        let topics = TopicTemplate::parse(&self.topic_prefix, &self.topic_template)
+            .map_err(|r| invalid("topic_template", r))?;
+        let transaction_topic = if self.transaction_topic {
+            let t = format!("{}.transaction", self.topic_prefix);
+            check_topic_name(&t).map_err(|r| invalid("topic_prefix", r))?;
+            Some(t)
+        } else {
+            None
+        };
+        if !(1..=5).contains(&self.max_in_flight) {
+            return Err(invalid("max_in_flight", "must be 1 to 5"));
+        }
+        if self.delivery_timeout_ms == 0 || self.delivery_timeout_ms > i32::MAX as u64 {
+            return Err(invalid("delivery_timeout_ms", "must be 1 to 2147483647"));
+        }
+        check_topic_name(&self.offsets_topic).map_err(|r| invalid("offsets_topic", r))?;
+        if self.transaction_timeout_ms < 1000 || self.transaction_timeout_ms > i32::MAX as u64 {
+            return Err(invalid(
+                "transaction_timeout_ms",
+                "must be 1000 to 2147483647",
+            ));
+        }
+        if self.delivery == DeliveryMode::ExactlyOnce
+            && self.delivery_timeout_ms > self.transaction_timeout_ms
+        {
+            return Err(invalid(
+                "delivery_timeout_ms",
+                "must not exceed transaction_timeout_ms in exactly_once mode",
+            ));
+        }
+        if self.transactional_id_prefix.is_empty()
+            || self
+                .transactional_id_prefix
+                .chars()
+                .any(char::is_whitespace)
+        {
+            return Err(invalid(
+                "transactional_id_prefix",
+                "must be non-empty without whitespace",
+            ));
+        }
+        validate_overrides(&self.producer_overrides)?;
+        let mut props: BTreeMap<String, String> = [
+            ("bootstrap.servers", self.bootstrap_servers.clone()),
+            ("enable.idempotence", "true".to_string()),
+            ("acks", "all".to_string()),
+            (
+                "max.in.flight.requests.per.connection",
+                self.max_in_flight.to_string(),
+            ),
+            ("message.timeout.ms", self.delivery_timeout_ms.to_string()),
+            ("linger.ms", "5".to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        for (k, v) in &self.producer_overrides {
+            props.insert(k.clone(), v.clone());
+        }
+        let producer = ProducerSettings::from_map(props);
+        producer
+            .client_config()
+            .create_native_config()
+            .map_err(|_| {
+                invalid(
+                    "producer_overrides",
+                    "librdkafka refused the combined settings",
+                )
+            })?;
+        Ok(CheckedSinkConfig {
+            record_options: RecordOptions {
+                topics,
+                flavor,
+                tombstones_on_delete: self.tombstones_on_delete,
+                transaction_topic,
+            },
+            delivery: self.delivery,
+            producer,
+            offsets_topic: self.offsets_topic.clone(),
+            transactional_id_prefix: self.transactional_id_prefix.clone(),
+            transaction_timeout_ms: self.transaction_timeout_ms,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_from_minimal_json() {
+        let c: SinkConfig =
+            serde_json::from_str(r#"{"bootstrap_servers":"k:9092","topic_prefix":"cdc"}"#).unwrap();
+        assert_eq!(c, SinkConfig::new("k:9092", "cdc"));
+        let checked = c.validate(Flavor::Mysql).unwrap();
+        assert_eq!(checked.producer.get("acks"), Some("all"));
+        assert_eq!(checked.producer.get("enable.idempotence"), Some("true"));
+        assert_eq!(checked.transactional_id("orders"), "capstan-orders");
+        assert_eq!(checked.record_options.transaction_topic, None);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let r: Result<SinkConfig, _> = serde_json::from_str(
+            r#"{"bootstrap_servers":"k:9092","topic_prefix":"cdc","acks":"1"}"#,
+        );
+        assert!(r.is_err());
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let mut c = SinkConfig::new("k:9092", "cdc");
+        c.max_in_flight = 6;
+        assert_eq!(
+            c.validate(Flavor::Mysql).unwrap_err().code(),
+            "invalid_sink_config"
+        );
+        let mut c = SinkConfig::new("k:9092", "cdc");
+        c.topic_template = "{prefix}.{schema}".into();
+        assert!(c.validate(Flavor::Mysql).is_err());
+        let mut c = SinkConfig::new("k:9092", "cdc");
+        c.producer_overrides.insert("acks".into(), "1".into());
+        assert_eq!(
+            c.validate(Flavor::Mysql).unwrap_err().code(),
+            "forbidden_producer_override"
+        );
+        let mut c = SinkConfig::new("k:9092", "cdc");
+        c.delivery = DeliveryMode::ExactlyOnce;
+        c.delivery_timeout_ms = 120_000;
+        assert!(c.validate(Flavor::Mysql).is_err());
+        c.delivery_timeout_ms = 30_000;
+        c.transaction_topic = true;
+        let checked = c.validate(Flavor::Mariadb).unwrap();
+        assert_eq!(
+            checked.record_options.transaction_topic.as_deref(),
+            Some("cdc.transaction")
+        );
+    }
+
+    #[test]
+    fn overrides_apply_after_defaults() {
+        let mut c = SinkConfig::new("k:9092", "cdc");
+        c.producer_overrides.insert("linger.ms".into(), "50".into());
+        c.producer_overrides
+            .insert("compression.type".into(), "zstd".into());
+        let checked = c.validate(Flavor::Mysql).unwrap();
+        assert_eq!(checked.producer.get("linger.ms"), Some("50"));
+        assert_eq!(checked.producer.get("compression.type"), Some("zstd"));
+    }
+}

@@ -1,0 +1,140 @@
+//! The at-least-once publisher: one idempotent rdkafka producer per pipeline.
+//!
+//! Records are enqueued strictly in batch order (a full local queue makes `publish` wait for
+//! the oldest outstanding delivery, never reorder), then every delivery report is awaited.
+//! Retriable broker errors (leader changes, timeouts, throttling) are retried inside
+//! librdkafka until `message.timeout.ms`; the idempotent producer's sequence numbers make
+//! those retries free of duplicates and reordering. What surfaces here is final: a delivery
+//! that timed out, a permanent broker error, or a fatal producer error (idempotence state
+//! lost), mapped to value-free [`SinkError`]s.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::future_producer::DeliveryFuture;
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+
+use super::kafka_error_map::{client_error, delivery_error};
+use super::publisher::Publisher;
+use crate::config::ProducerSettings;
+use crate::record::KafkaRecord;
+use crate::SinkError;
+
+/// An idempotent, `acks=all` rdkafka producer behind the [`Publisher`] trait.
+#[derive(Clone)]
+pub struct KafkaPublisher {
+    producer: FutureProducer,
+}
+
+impl fmt::Debug for KafkaPublisher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaPublisher").finish_non_exhaustive()
+    }
+}
+
+/// Builds the rdkafka headers of a record.
+pub(crate) fn owned_headers(record: &KafkaRecord) -> OwnedHeaders {
+    record.headers.iter().fold(
+        OwnedHeaders::new_with_capacity(record.headers.len()),
+        |h, (k, v)| {
+            h.insert(Header {
+                key: k,
+                value: Some(v.as_slice()),
+            })
+        },
+    )
+}
+
+/// The rdkafka record of one of ours (borrowing its bytes).
+pub(crate) fn future_record(record: &KafkaRecord) -> FutureRecord<'_, [u8], [u8]> {
+    let mut fr = FutureRecord::<[u8], [u8]>::to(&record.topic).headers(owned_headers(record));
+    if let Some(k) = &record.key {
+        fr = fr.key(k.as_slice());
+    }
+    if let Some(v) = &record.value {
+        fr = fr.payload(v.as_slice());
+    }
+    if let Some(ts) = record.timestamp_ms {
+        fr = fr.timestamp(ts);
+    }
+    fr
+}
+
+/// Waits for one delivery report and maps a failure.
+pub(crate) async fn await_delivery(
+    producer: &FutureProducer,
+    delivery: DeliveryFuture,
+) -> Result<(), SinkError> {
+    match delivery.await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err((e, _message))) => Err(delivery_error(&e, fatal_code(producer))),
+        Err(_canceled) => Err(SinkError::DeliveryFailed {
+            kafka_code: "canceled".to_string(),
+            fatal: fatal_code(producer).is_some(),
+        }),
+    }
+}
+
+/// librdkafka's fatal error code, when the producer is unusable.
+pub(crate) fn fatal_code(producer: &FutureProducer) -> Option<RDKafkaErrorCode> {
+    producer.client().fatal_error().map(|(code, _)| code)
+}
+
+/// Enqueues every record in order and waits for every acknowledgement.
+pub(crate) async fn send_all(
+    producer: &FutureProducer,
+    batch: &[KafkaRecord],
+) -> Result<(), SinkError> {
+    let mut pending: VecDeque<DeliveryFuture> = VecDeque::new();
+    for record in batch {
+        let mut fr = future_record(record);
+        loop {
+            match producer.send_result(fr) {
+                Ok(delivery) => {
+                    pending.push_back(delivery);
+                    break;
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    fr = back;
+                    match pending.pop_front() {
+                        Some(oldest) => await_delivery(producer, oldest).await?,
+                        None => tokio::time::sleep(Duration::from_millis(10)).await,
+                    }
+                }
+                Err((e, _)) => return Err(delivery_error(&e, fatal_code(producer))),
+            }
+        }
+    }
+    for delivery in pending {
+        await_delivery(producer, delivery).await?;
+    }
+    Ok(())
+}
+
+impl KafkaPublisher {
+    /// A producer with `settings` (from [`crate::config::SinkConfig::validate`]). Creating it
+    /// does no network I/O; librdkafka connects in the background.
+    pub fn new(settings: &ProducerSettings) -> Result<Self, SinkError> {
+        let producer: FutureProducer = settings
+            .client_config()
+            .create()
+            .map_err(|e| client_error(&e))?;
+        Ok(KafkaPublisher { producer })
+    }
+
+    /// Waits up to `timeout` for anything still queued (for a clean shutdown).
+    pub fn flush(&self, timeout: Duration) -> Result<(), SinkError> {
+        self.producer.flush(timeout).map_err(|e| client_error(&e))
+    }
+}
+
+#[async_trait]
+impl Publisher for KafkaPublisher {
+    async fn publish(&self, batch: Vec<KafkaRecord>) -> Result<(), SinkError> {
+        send_all(&self.producer, &batch).await
+    }
+}

@@ -1,0 +1,70 @@
+//! Shared fixtures for the integration tests (included with `mod common;`).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use capstan_core::change::{Change, Op, Row, TableId, Transaction, TransactionGtid, Value};
+use capstan_core::position::Flavor;
+use capstan_kafka::config::SinkConfig;
+use capstan_kafka::record::{BinlogCoordinates, KafkaRecord, RecordBuilder, RecordContext};
+
+pub const UUID: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+
+pub fn builder(prefix: &str) -> RecordBuilder {
+    let checked = SinkConfig::new("unused:9092", prefix)
+        .validate(Flavor::Mysql)
+        .unwrap();
+    RecordBuilder::new(checked.record_options)
+}
+
+/// A transaction `UUID:gno` inserting `rows` rows into `shop.orders` (ids from `first_id`),
+/// each with a ~500-byte note.
+pub fn insert_tx(gno: u64, first_id: i64, rows: usize) -> Transaction {
+    let cols: Arc<[String]> = vec!["id".to_string(), "note".to_string()].into();
+    let table = Arc::new(TableId::new("shop", "orders"));
+    let changes = (0..rows)
+        .map(|i| Change {
+            table: table.clone(),
+            op: Op::Insert,
+            before: None,
+            after: Some(
+                Row::new(
+                    cols.clone(),
+                    vec![
+                        Value::Int(first_id + i as i64),
+                        Value::Text {
+                            bytes: vec![b'x'; 400],
+                            collation: 255,
+                        },
+                    ],
+                )
+                .unwrap(),
+            ),
+            key: vec![0].into(),
+        })
+        .collect();
+    Transaction {
+        gtid: TransactionGtid::Mysql(format!("{UUID}:{gno}").parse().unwrap()),
+        committed_at_micros: 1_700_000_000_000_000 + gno * 1000,
+        changes,
+        partially_filtered: false,
+    }
+}
+
+pub fn records_of(builder: &RecordBuilder, tx: &Transaction, epoch: u64) -> Vec<KafkaRecord> {
+    builder
+        .transaction_records(
+            tx,
+            &BinlogCoordinates {
+                server_id: 1,
+                file: "binlog.000001",
+                pos: 4,
+            },
+            &RecordContext {
+                pipeline: "orders",
+                epoch,
+                now_ms: 1_700_000_000_000,
+            },
+        )
+        .unwrap()
+}
