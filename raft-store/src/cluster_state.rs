@@ -35,7 +35,7 @@
 //! `ResetOffsets` (which clears checkpoint and snapshot progress) starts over. Repeating an
 //! already-applied owner write (a client retry) is answered `Applied` and changes nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +49,12 @@ use crate::type_config::NodeId;
 pub struct ClusterState {
     pipelines: BTreeMap<String, PipelineRecord>,
     max_epoch: Epoch,
+    /// Lease renewals committed per worker (a counter the leader watches move).
+    #[serde(default)]
+    lease_renewals: BTreeMap<NodeId, u64>,
+    /// Workers that released their lease on a clean shutdown and have not renewed since.
+    #[serde(default)]
+    released: BTreeSet<NodeId>,
 }
 
 impl ClusterState {
@@ -84,9 +90,29 @@ impl ClusterState {
         self.max_epoch
     }
 
+    /// Lease renewals committed per worker.
+    pub fn lease_renewals(&self) -> &BTreeMap<NodeId, u64> {
+        &self.lease_renewals
+    }
+
+    /// Workers that released their lease and have not renewed since.
+    pub fn released_nodes(&self) -> BTreeSet<NodeId> {
+        self.released.clone()
+    }
+
     /// Applies one command. A rejection leaves the state unchanged.
     pub fn apply(&mut self, command: Command) -> Response {
         match command {
+            Command::RenewLease { node } => {
+                let count = self.lease_renewals.entry(node).or_default();
+                *count = count.wrapping_add(1);
+                self.released.remove(&node);
+                Response::Applied
+            }
+            Command::ReleaseLease { node } => {
+                self.released.insert(node);
+                Response::Applied
+            }
             Command::CreatePipeline { name, spec } => {
                 if self.pipelines.contains_key(&name) {
                     return Response::PipelineExists;

@@ -102,12 +102,23 @@ pub enum Command {
         /// Pipeline name.
         pipeline: String,
     },
+    /// A worker renews its liveness lease (see docs/adr/0004-worker-liveness.md). Committing
+    /// it proves the worker reached a quorum; the leader watches the renewal counters.
+    RenewLease {
+        /// The renewing worker.
+        node: NodeId,
+    },
+    /// A worker shutting down cleanly gives up its lease so its pipelines move at once.
+    ReleaseLease {
+        /// The departing worker.
+        node: NodeId,
+    },
 }
 
 impl Command {
-    /// The pipeline the command is about.
-    pub fn pipeline(&self) -> &str {
-        match self {
+    /// The pipeline the command is about; `None` for worker lease commands.
+    pub fn pipeline(&self) -> Option<&str> {
+        Some(match self {
             Command::CreatePipeline { name, .. }
             | Command::UpdatePipelineConfig { name, .. }
             | Command::DeletePipeline { name }
@@ -117,7 +128,8 @@ impl Command {
             | Command::CommitSnapshotProgress { pipeline, .. }
             | Command::ReportStatus { pipeline, .. }
             | Command::ResetOffsets { pipeline } => pipeline,
-        }
+            Command::RenewLease { .. } | Command::ReleaseLease { .. } => return None,
+        })
     }
 
     /// The epoch of an owner write; `None` for control commands.
@@ -142,6 +154,8 @@ impl Command {
             Command::CommitSnapshotProgress { .. } => "commit_snapshot_progress",
             Command::ReportStatus { .. } => "report_status",
             Command::ResetOffsets { .. } => "reset_offsets",
+            Command::RenewLease { .. } => "renew_lease",
+            Command::ReleaseLease { .. } => "release_lease",
         }
     }
 }

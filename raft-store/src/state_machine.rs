@@ -171,7 +171,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 EntryPayload::Blank => Response::Applied,
                 EntryPayload::Normal(command) => {
                     let kind = command.kind();
-                    let pipeline = command.pipeline().to_owned();
+                    let pipeline = command.pipeline().unwrap_or("-").to_owned();
                     let response = state.apply(command);
                     if !response.is_applied() {
                         tracing::debug!(

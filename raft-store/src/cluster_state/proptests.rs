@@ -148,7 +148,7 @@ proptest! {
         let mut dead: BTreeMap<String, BTreeSet<Epoch>> = BTreeMap::new();
         for command in commands {
             let before = state.clone();
-            let name = command.pipeline().to_owned();
+            let name = command.pipeline().unwrap_or_default().to_owned();
             let write_epoch = command.owner_epoch();
             let response = state.apply(command);
             if let (Some(epoch), true) = (write_epoch, response.is_applied()) {
@@ -173,7 +173,7 @@ proptest! {
         let mut state = ClusterState::new();
         for command in commands {
             let before = state.clone();
-            let name = command.pipeline().to_owned();
+            let name = command.pipeline().unwrap_or_default().to_owned();
             let owner_epoch = before.ownership(&name).map(|owned| owned.epoch);
             let allowed = match &command {
                 Command::CommitCheckpoint { epoch, .. } => owner_epoch == Some(*epoch),

@@ -322,3 +322,16 @@ fn serde_round_trip() {
     let back: ClusterState = serde_json::from_slice(&json).unwrap();
     assert_eq!(back, state);
 }
+
+#[test]
+fn lease_renewals_count_and_release_until_renewed() {
+    let mut s = ClusterState::new();
+    assert_eq!(s.apply(Command::RenewLease { node: 1 }), Response::Applied);
+    s.apply(Command::RenewLease { node: 1 });
+    s.apply(Command::RenewLease { node: 2 });
+    assert_eq!(s.lease_renewals().get(&1), Some(&2));
+    s.apply(Command::ReleaseLease { node: 2 });
+    assert!(s.released_nodes().contains(&2));
+    s.apply(Command::RenewLease { node: 2 });
+    assert!(s.released_nodes().is_empty());
+}
