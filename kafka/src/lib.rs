@@ -19,6 +19,7 @@
 pub mod config;
 pub mod dev_cluster;
 mod error;
+pub mod exactly_once;
 pub mod publisher;
 pub mod record;
 pub mod topic_reader;

@@ -46,6 +46,15 @@ impl ProducerSettings {
         self.properties.get(key).map(String::as_str)
     }
 
+    /// The properties whose names start with `prefix`.
+    pub fn properties_with_prefix(&self, prefix: &str) -> Vec<(String, String)> {
+        self.properties
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
     /// An rdkafka `ClientConfig` carrying every property.
     pub fn client_config(&self) -> ClientConfig {
         let mut c = ClientConfig::new();

@@ -44,7 +44,6 @@ pub(crate) fn delivery_error(e: &KafkaError, fatal: Option<RDKafkaErrorCode>) ->
 }
 
 /// A failed transactional call (`init_transactions`, `begin`, `commit`, `abort`).
-#[allow(dead_code)] // used by the exactly-once mode
 pub(crate) fn transaction_error(e: &KafkaError) -> SinkError {
     let code = code_of(e);
     if code.is_some_and(is_fenced) {

@@ -6,6 +6,7 @@ mod kafka_publisher;
 #[allow(clippy::module_inception)]
 mod publisher;
 
-pub(crate) use kafka_error_map::client_error;
+pub(crate) use kafka_error_map::{client_error, transaction_error};
 pub use kafka_publisher::KafkaPublisher;
+pub(crate) use kafka_publisher::{fatal_code, send_all};
 pub use publisher::Publisher;

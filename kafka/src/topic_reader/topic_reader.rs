@@ -1,7 +1,8 @@
 //! [`TopicReader`]: every record of a topic, from the first offset to the end each partition
 //! has when the read starts (for a `read_committed` reader: its last stable offset).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -32,12 +33,25 @@ impl Isolation {
     }
 }
 
-/// Reads whole topics with a throw-away consumer (no group, no commits).
-#[derive(Clone, Debug)]
+/// Reads whole topics with a throw-away consumer (no group, no commits). `Debug` shows
+/// property names only (values can be credentials).
+#[derive(Clone)]
 pub struct TopicReader {
     bootstrap_servers: String,
     isolation: Isolation,
     timeout: Duration,
+    properties: BTreeMap<String, String>,
+}
+
+impl fmt::Debug for TopicReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TopicReader")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("isolation", &self.isolation)
+            .field("timeout", &self.timeout)
+            .field("properties", &self.properties.keys().collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 impl TopicReader {
@@ -47,7 +61,14 @@ impl TopicReader {
             bootstrap_servers: bootstrap_servers.to_string(),
             isolation,
             timeout,
+            properties: BTreeMap::new(),
         }
+    }
+
+    /// Extra consumer properties (security settings for a real cluster).
+    pub fn with_properties(mut self, properties: BTreeMap<String, String>) -> Self {
+        self.properties = properties;
+        self
     }
 
     /// Every record of `topic`, partition by partition in offset order (partitions in
@@ -63,7 +84,11 @@ impl TopicReader {
     }
 
     fn read_blocking(&self, topic: &str) -> Result<Vec<ConsumedRecord>, SinkError> {
-        let consumer: BaseConsumer = ClientConfig::new()
+        let mut config = ClientConfig::new();
+        for (k, v) in &self.properties {
+            config.set(k, v);
+        }
+        let consumer: BaseConsumer = config
             .set("bootstrap.servers", &self.bootstrap_servers)
             .set("group.id", "capstan-topic-reader")
             .set("enable.auto.commit", "false")

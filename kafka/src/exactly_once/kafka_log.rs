@@ -1,0 +1,151 @@
+//! [`TransactionalLog`] on a real (or mock) Kafka cluster through rdkafka.
+//!
+//! librdkafka's transactional calls block (up to their timeout), so they run on tokio's
+//! blocking pool. A fenced producer surfaces as a fatal librdkafka error; it maps to
+//! [`SinkError::ProducerFenced`] whatever call notices it first.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{FutureProducer, Producer};
+
+use super::transactional_log::{TransactionalLog, TransactionalProducer};
+use crate::config::ProducerSettings;
+use crate::publisher::{client_error, fatal_code, send_all, transaction_error};
+use crate::record::KafkaRecord;
+use crate::topic_reader::{ConsumedRecord, Isolation, TopicReader};
+use crate::SinkError;
+
+/// A Kafka cluster reached with a pipeline's producer settings.
+#[derive(Clone, Debug)]
+pub struct KafkaTransactionalLog {
+    settings: ProducerSettings,
+    transaction_timeout_ms: u64,
+    operation_timeout: Duration,
+}
+
+impl KafkaTransactionalLog {
+    /// A log reached with `settings` (checked, without `transactional.id`);
+    /// `transaction_timeout_ms` is the broker-side transaction timeout, `operation_timeout`
+    /// bounds each blocking call (init, commit, abort, a read of the offsets topic).
+    pub fn new(
+        settings: ProducerSettings,
+        transaction_timeout_ms: u64,
+        operation_timeout: Duration,
+    ) -> Self {
+        KafkaTransactionalLog {
+            settings,
+            transaction_timeout_ms,
+            operation_timeout,
+        }
+    }
+
+    fn reader(&self) -> TopicReader {
+        // Connection and security settings apply to the reader too.
+        let passthrough: BTreeMap<String, String> = ["security.", "sasl.", "ssl.", "client."]
+            .iter()
+            .flat_map(|prefix| self.settings.properties_with_prefix(prefix))
+            .collect();
+        TopicReader::new(
+            self.settings.get("bootstrap.servers").unwrap_or_default(),
+            Isolation::ReadCommitted,
+            self.operation_timeout,
+        )
+        .with_properties(passthrough)
+    }
+}
+
+/// A transactional rdkafka producer.
+pub struct KafkaTransactionalProducer {
+    producer: FutureProducer,
+    timeout: Duration,
+}
+
+impl fmt::Debug for KafkaTransactionalProducer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaTransactionalProducer")
+            .finish_non_exhaustive()
+    }
+}
+
+impl KafkaTransactionalProducer {
+    /// Maps an error, preferring librdkafka's fatal cause (fencing) when there is one.
+    fn map(&self, e: &KafkaError) -> SinkError {
+        match fatal_code(&self.producer) {
+            Some(
+                RDKafkaErrorCode::ProducerFenced
+                | RDKafkaErrorCode::InvalidProducerEpoch
+                | RDKafkaErrorCode::Fenced,
+            ) => SinkError::ProducerFenced,
+            _ => transaction_error(e),
+        }
+    }
+
+    async fn blocking(
+        &self,
+        call: fn(&FutureProducer, Duration) -> Result<(), KafkaError>,
+    ) -> Result<(), SinkError> {
+        let producer = self.producer.clone();
+        let timeout = self.timeout;
+        let result = tokio::task::spawn_blocking(move || call(&producer, timeout))
+            .await
+            .map_err(|_| SinkError::Client {
+                kafka_code: "blocking_task_failed".to_string(),
+            })?;
+        result.map_err(|e| self.map(&e))
+    }
+}
+
+#[async_trait]
+impl TransactionalLog for KafkaTransactionalLog {
+    type Producer = KafkaTransactionalProducer;
+
+    async fn init_producer(
+        &self,
+        transactional_id: &str,
+    ) -> Result<KafkaTransactionalProducer, SinkError> {
+        let producer: FutureProducer = self
+            .settings
+            .clone()
+            .with("transactional.id", transactional_id)
+            .with(
+                "transaction.timeout.ms",
+                &self.transaction_timeout_ms.to_string(),
+            )
+            .client_config()
+            .create()
+            .map_err(|e| client_error(&e))?;
+        let p = KafkaTransactionalProducer {
+            producer,
+            timeout: self.operation_timeout,
+        };
+        p.blocking(|p, t| p.init_transactions(t)).await?;
+        Ok(p)
+    }
+
+    async fn read_committed(&self, topic: &str) -> Result<Vec<ConsumedRecord>, SinkError> {
+        self.reader().read_all(topic).await
+    }
+}
+
+#[async_trait]
+impl TransactionalProducer for KafkaTransactionalProducer {
+    async fn begin(&mut self) -> Result<(), SinkError> {
+        self.producer.begin_transaction().map_err(|e| self.map(&e))
+    }
+
+    async fn send(&mut self, records: &[KafkaRecord]) -> Result<(), SinkError> {
+        send_all(&self.producer, records).await
+    }
+
+    async fn commit(&mut self) -> Result<(), SinkError> {
+        self.blocking(|p, t| p.commit_transaction(t)).await
+    }
+
+    async fn abort(&mut self) -> Result<(), SinkError> {
+        self.blocking(|p, t| p.abort_transaction(t)).await
+    }
+}

@@ -1,0 +1,168 @@
+//! Where a new owner resumes: the pure decision between the Kafka offsets record and the Raft
+//! checkpoint.
+//!
+//! In exactly-once mode the order of writes is: Kafka transaction (rows + offsets record)
+//! commits, *then* the owner records the checkpoint in Raft. So the committed offsets record
+//! is normally ahead of (or equal to) the Raft checkpoint: an owner that died between the two
+//! writes leaves Raft one or more batches behind, and resuming from Raft would publish those
+//! batches a second time. Resuming from whichever **covers** the other (position superset and
+//! at least as many snapshot chunks) is therefore exact:
+//!
+//! - Kafka covers Raft → resume from Kafka (ties go to Kafka: it is the record written
+//!   atomically with the rows), and tell the runner to catch Raft up.
+//! - Raft covers Kafka but not vice versa → resume from Raft. This happens when the offsets
+//!   topic lost data (deleted, or a pipeline switched from at-least-once): rows after the Kafka
+//!   record were delivered under the Raft checkpoint's authority.
+//! - No offsets record → Raft.
+//! - Neither covers the other → the two authorities disagree about history; guessing could
+//!   lose or duplicate rows, so the pipeline halts (`checkpoints_diverged`).
+
+use super::checkpoint::Checkpoint;
+use crate::SinkError;
+
+/// Which checkpoint a plan resumes from.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CheckpointSource {
+    /// The committed Kafka offsets record.
+    Kafka,
+    /// The Raft checkpoint.
+    Raft,
+}
+
+/// The decision: resume from `checkpoint`, found in `source`.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ResumePlan {
+    /// The checkpoint to resume from: everything it covers is already in Kafka.
+    pub checkpoint: Checkpoint,
+    /// Where it came from.
+    pub source: CheckpointSource,
+    /// True when the Raft checkpoint is behind the chosen one and should be advanced to it.
+    pub raft_behind: bool,
+}
+
+impl ResumePlan {
+    /// Decides where `pipeline` resumes (see the module documentation).
+    pub fn decide(
+        pipeline: &str,
+        kafka: Option<Checkpoint>,
+        raft: Checkpoint,
+    ) -> Result<ResumePlan, SinkError> {
+        let Some(kafka) = kafka else {
+            return Ok(ResumePlan {
+                checkpoint: raft,
+                source: CheckpointSource::Raft,
+                raft_behind: false,
+            });
+        };
+        if kafka.covers(&raft) {
+            let raft_behind = !raft.covers(&kafka);
+            Ok(ResumePlan {
+                checkpoint: kafka,
+                source: CheckpointSource::Kafka,
+                raft_behind,
+            })
+        } else if raft.covers(&kafka) {
+            Ok(ResumePlan {
+                checkpoint: raft,
+                source: CheckpointSource::Raft,
+                raft_behind: false,
+            })
+        } else {
+            Err(SinkError::CheckpointsDiverged {
+                pipeline: pipeline.to_string(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exactly_once::SnapshotProgress;
+    use capstan_core::position::{Flavor, Position};
+
+    const A: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+
+    fn cp(gtids: &str, chunks: u64) -> Checkpoint {
+        Checkpoint {
+            position: Position::parse(Flavor::Mysql, gtids).unwrap(),
+            snapshot: SnapshotProgress {
+                chunks_committed: chunks,
+                tables: Default::default(),
+            },
+        }
+    }
+
+    #[test]
+    fn kafka_ahead_wins_and_raft_catches_up() {
+        let p = ResumePlan::decide(
+            "p",
+            Some(cp(&format!("{A}:1-9"), 2)),
+            cp(&format!("{A}:1-5"), 2),
+        )
+        .unwrap();
+        assert_eq!(p.source, CheckpointSource::Kafka);
+        assert!(p.raft_behind);
+        assert_eq!(p.checkpoint, cp(&format!("{A}:1-9"), 2));
+    }
+
+    #[test]
+    fn equal_goes_to_kafka_without_catch_up() {
+        let p = ResumePlan::decide(
+            "p",
+            Some(cp(&format!("{A}:1-5"), 1)),
+            cp(&format!("{A}:1-5"), 1),
+        )
+        .unwrap();
+        assert_eq!((p.source, p.raft_behind), (CheckpointSource::Kafka, false));
+    }
+
+    #[test]
+    fn snapshot_progress_counts() {
+        let p = ResumePlan::decide(
+            "p",
+            Some(cp(&format!("{A}:1-5"), 3)),
+            cp(&format!("{A}:1-5"), 1),
+        )
+        .unwrap();
+        assert_eq!((p.source, p.raft_behind), (CheckpointSource::Kafka, true));
+    }
+
+    #[test]
+    fn raft_ahead_or_no_record() {
+        let p = ResumePlan::decide(
+            "p",
+            Some(cp(&format!("{A}:1-3"), 0)),
+            cp(&format!("{A}:1-5"), 0),
+        )
+        .unwrap();
+        assert_eq!(p.source, CheckpointSource::Raft);
+        let p = ResumePlan::decide("p", None, cp(&format!("{A}:1-5"), 0)).unwrap();
+        assert_eq!(p.source, CheckpointSource::Raft);
+    }
+
+    #[test]
+    fn divergence_halts() {
+        // A hole: Kafka has 1-3,5 and Raft 1-4; neither covers the other.
+        let e = ResumePlan::decide(
+            "p",
+            Some(cp(&format!("{A}:1-3:5"), 0)),
+            cp(&format!("{A}:1-4"), 0),
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "checkpoints_diverged");
+        // More GTIDs but fewer chunks.
+        assert!(ResumePlan::decide(
+            "p",
+            Some(cp(&format!("{A}:1-9"), 0)),
+            cp(&format!("{A}:1-5"), 1)
+        )
+        .is_err());
+        // Flavours never mix.
+        let m = Checkpoint {
+            position: Position::empty(Flavor::Mariadb),
+            snapshot: SnapshotProgress::default(),
+        };
+        assert!(ResumePlan::decide("p", Some(m), cp(&format!("{A}:1"), 0)).is_err());
+    }
+}

@@ -1,0 +1,273 @@
+//! The exactly-once logic against Kafka's transactional contract: always on the in-memory
+//! model, and on a real broker when `CAPSTAN_KAFKA_REAL_BOOTSTRAP` names one (the mock cluster
+//! cannot run these: it writes no transaction markers, see ADR-0003).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use capstan_core::position::{Flavor, Position};
+use capstan_kafka::config::SinkConfig;
+use capstan_kafka::exactly_once::{
+    Checkpoint, CheckpointSource, ExactlyOncePublisher, KafkaTransactionalLog,
+    MemoryTransactionalLog, OwnerIdentity, SnapshotProgress, TransactionalLog,
+    TransactionalProducer,
+};
+use capstan_kafka::record::{HEADER_POSITION, HEADER_RECORD};
+use capstan_kafka::SinkError;
+
+/// Topic names for one run (unique on a shared real broker).
+struct Names {
+    prefix: String,
+    offsets: String,
+    txn_id: String,
+}
+
+impl Names {
+    fn new(test: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        Names {
+            prefix: format!("eos-{test}-{nanos}"),
+            offsets: format!("capstan.offsets.{test}.{nanos}"),
+            txn_id: format!("capstan-{test}-{nanos}"),
+        }
+    }
+    fn data_topic(&self) -> String {
+        format!("{}.shop.orders", self.prefix)
+    }
+    fn owner(&self, epoch: u64) -> OwnerIdentity<'_> {
+        OwnerIdentity {
+            pipeline: "orders",
+            epoch,
+            transactional_id: &self.txn_id,
+            offsets_topic: &self.offsets,
+        }
+    }
+}
+
+fn checkpoint(upto: u64) -> Checkpoint {
+    let text = if upto == 0 {
+        String::new()
+    } else {
+        format!("{}:1-{upto}", common::UUID)
+    };
+    Checkpoint {
+        position: Position::parse(Flavor::Mysql, &text).unwrap(),
+        snapshot: SnapshotProgress::default(),
+    }
+}
+
+/// (position, record) of every committed data record.
+async fn committed_ids<L: TransactionalLog>(log: &L, topic: &str) -> Vec<(String, String)> {
+    log.read_committed(topic)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r.header_str(HEADER_POSITION).unwrap().to_string(),
+                r.header_str(HEADER_RECORD).unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn gnos(ids: &[(String, String)]) -> BTreeMap<u64, usize> {
+    let mut m = BTreeMap::new();
+    for (p, _) in ids {
+        *m.entry(p.rsplit(':').next().unwrap().parse().unwrap())
+            .or_insert(0) += 1;
+    }
+    m
+}
+
+async fn aborted_rows_are_invisible<L: TransactionalLog>(log: &L) {
+    let names = Names::new("abort");
+    let builder = common::builder(&names.prefix);
+    let mut p = log.init_producer(&names.txn_id).await.unwrap();
+    p.begin().await.unwrap();
+    p.send(&common::records_of(
+        &builder,
+        &common::insert_tx(1, 1, 3),
+        1,
+    ))
+    .await
+    .unwrap();
+    p.abort().await.unwrap();
+    p.begin().await.unwrap();
+    p.send(&common::records_of(
+        &builder,
+        &common::insert_tx(2, 10, 2),
+        1,
+    ))
+    .await
+    .unwrap();
+    p.commit().await.unwrap();
+    let ids = committed_ids(log, &names.data_topic()).await;
+    assert_eq!(
+        gnos(&ids),
+        BTreeMap::from([(2, 2)]),
+        "only the committed rows"
+    );
+}
+
+async fn killed_owner_never_shows_and_new_owner_resumes_exactly<L: TransactionalLog>(log: &L) {
+    let names = Names::new("resume");
+    let builder = common::builder(&names.prefix);
+    let (mut a, plan) = ExactlyOncePublisher::open(log, names.owner(1), checkpoint(0))
+        .await
+        .unwrap();
+    assert_eq!(plan.source, CheckpointSource::Raft);
+    for gno in 1..=3 {
+        let tx = common::insert_tx(gno, gno as i64 * 10, 2);
+        a.publish(&common::records_of(&builder, &tx, 1), &checkpoint(gno))
+            .await
+            .unwrap();
+    }
+    // Owner A writes half of transaction 4 and dies before committing.
+    let mut raw = a.into_producer();
+    raw.begin().await.unwrap();
+    raw.send(&common::records_of(
+        &builder,
+        &common::insert_tx(4, 40, 2),
+        1,
+    ))
+    .await
+    .unwrap();
+    drop(raw);
+    // Raft only heard about 1-2 (A died before recording 3).
+    let (mut b, plan) = ExactlyOncePublisher::open(log, names.owner(2), checkpoint(2))
+        .await
+        .unwrap();
+    assert_eq!(plan.source, CheckpointSource::Kafka);
+    assert!(plan.raft_behind);
+    assert_eq!(plan.checkpoint, checkpoint(3));
+    // B resumes after the checkpoint: every transaction the plan does not cover.
+    for gno in 1..=5u64 {
+        let g = format!("{}:{gno}", common::UUID).parse().unwrap();
+        let Position::Mysql(set) = &plan.checkpoint.position else {
+            panic!("mysql position")
+        };
+        if set.contains(&g) {
+            continue;
+        }
+        let tx = common::insert_tx(gno, gno as i64 * 10, 2);
+        b.publish(&common::records_of(&builder, &tx, 2), &checkpoint(gno))
+            .await
+            .unwrap();
+    }
+    let ids = committed_ids(log, &names.data_topic()).await;
+    assert_eq!(
+        gnos(&ids),
+        BTreeMap::from([(1, 2), (2, 2), (3, 2), (4, 2), (5, 2)]),
+        "every row exactly once"
+    );
+    // And a third owner resumes after 5.
+    let (_c, plan) = ExactlyOncePublisher::open(log, names.owner(3), checkpoint(5))
+        .await
+        .unwrap();
+    assert_eq!(plan.checkpoint, checkpoint(5));
+    assert!(!plan.raft_behind);
+}
+
+async fn zombie_owner_is_fenced<L: TransactionalLog>(log: &L) {
+    let names = Names::new("fence");
+    let builder = common::builder(&names.prefix);
+    let (mut zombie, _) = ExactlyOncePublisher::open(log, names.owner(1), checkpoint(0))
+        .await
+        .unwrap();
+    zombie
+        .publish(
+            &common::records_of(&builder, &common::insert_tx(1, 1, 1), 1),
+            &checkpoint(1),
+        )
+        .await
+        .unwrap();
+    let (mut owner, plan) = ExactlyOncePublisher::open(log, names.owner(2), checkpoint(1))
+        .await
+        .unwrap();
+    assert_eq!(plan.checkpoint, checkpoint(1));
+    let err = zombie
+        .publish(
+            &common::records_of(&builder, &common::insert_tx(2, 2, 1), 1),
+            &checkpoint(2),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err, SinkError::ProducerFenced);
+    assert!(zombie.is_fenced());
+    owner
+        .publish(
+            &common::records_of(&builder, &common::insert_tx(2, 2, 1), 2),
+            &checkpoint(2),
+        )
+        .await
+        .unwrap();
+    let ids = committed_ids(log, &names.data_topic()).await;
+    assert_eq!(gnos(&ids), BTreeMap::from([(1, 1), (2, 1)]));
+}
+
+#[tokio::test]
+async fn model_aborted_rows_are_invisible() {
+    aborted_rows_are_invisible(&MemoryTransactionalLog::new(3)).await;
+}
+
+#[tokio::test]
+async fn model_killed_owner_never_shows_and_new_owner_resumes_exactly() {
+    killed_owner_never_shows_and_new_owner_resumes_exactly(&MemoryTransactionalLog::new(3)).await;
+}
+
+#[tokio::test]
+async fn model_zombie_owner_is_fenced() {
+    zombie_owner_is_fenced(&MemoryTransactionalLog::new(3)).await;
+}
+
+#[tokio::test]
+async fn model_half_written_transaction_blocks_then_vanishes() {
+    let log = MemoryTransactionalLog::new(1);
+    let names = Names::new("block");
+    let builder = common::builder(&names.prefix);
+    let mut a = log.init_producer(&names.txn_id).await.unwrap();
+    a.begin().await.unwrap();
+    a.send(&common::records_of(
+        &builder,
+        &common::insert_tx(1, 1, 2),
+        1,
+    ))
+    .await
+    .unwrap();
+    drop(a);
+    assert!(committed_ids(&log, &names.data_topic()).await.is_empty());
+    assert_eq!(log.read_uncommitted(&names.data_topic()).len(), 2);
+    let _b = log.init_producer(&names.txn_id).await.unwrap();
+    assert!(committed_ids(&log, &names.data_topic()).await.is_empty());
+}
+
+/// The same scenarios on a real broker, when one is configured.
+fn real_log() -> Option<KafkaTransactionalLog> {
+    let bootstrap = std::env::var("CAPSTAN_KAFKA_REAL_BOOTSTRAP").ok()?;
+    let mut config = SinkConfig::new(&bootstrap, "unused");
+    config.delivery_timeout_ms = 30_000;
+    let checked = config.validate(Flavor::Mysql).unwrap();
+    Some(KafkaTransactionalLog::new(
+        checked.producer,
+        60_000,
+        Duration::from_secs(30),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_broker_contract() {
+    let Some(log) = real_log() else {
+        eprintln!("skipping: CAPSTAN_KAFKA_REAL_BOOTSTRAP is not set");
+        return;
+    };
+    aborted_rows_are_invisible(&log).await;
+    killed_owner_never_shows_and_new_owner_resumes_exactly(&log).await;
+    zombie_owner_is_fenced(&log).await;
+}
