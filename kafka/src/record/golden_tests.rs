@@ -3,18 +3,15 @@
 
 use std::sync::Arc;
 
-use capstan_core::change::{
-    Change, Date, DateTime, Op, Row, TableId, Time, Transaction, TransactionGtid, Value,
-};
+use capstan_core::change::{Change, Op, Row, TableId, Transaction, TransactionGtid, Value};
 use capstan_core::position::{Flavor, MariadbGtid};
 use serde_json::{json, Value as Json};
 
 use super::*;
-use crate::SinkError;
 
 const UUID: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
 
-fn builder(tombstones: bool, txn_topic: bool) -> RecordBuilder {
+pub(super) fn builder(tombstones: bool, txn_topic: bool) -> RecordBuilder {
     RecordBuilder::new(RecordOptions {
         topics: TopicTemplate::parse("cdc", DEFAULT_TOPIC_TEMPLATE).unwrap(),
         flavor: Flavor::Mysql,
@@ -23,7 +20,7 @@ fn builder(tombstones: bool, txn_topic: bool) -> RecordBuilder {
     })
 }
 
-fn ctx() -> RecordContext<'static> {
+pub(super) fn ctx() -> RecordContext<'static> {
     RecordContext {
         pipeline: "orders-pipe",
         epoch: 7,
@@ -31,7 +28,7 @@ fn ctx() -> RecordContext<'static> {
     }
 }
 
-fn coords() -> BinlogCoordinates<'static> {
+pub(super) fn coords() -> BinlogCoordinates<'static> {
     BinlogCoordinates {
         server_id: 1,
         file: "binlog.000003",
@@ -39,19 +36,19 @@ fn coords() -> BinlogCoordinates<'static> {
     }
 }
 
-fn row(cols: &[&str], values: Vec<Value>) -> Row {
+pub(super) fn row(cols: &[&str], values: Vec<Value>) -> Row {
     let cols: Arc<[String]> = cols.iter().map(|c| c.to_string()).collect();
     Row::new(cols, values).unwrap()
 }
 
-fn text(s: &str) -> Value {
+pub(super) fn text(s: &str) -> Value {
     Value::Text {
         bytes: s.as_bytes().to_vec(),
         collation: 255,
     }
 }
 
-fn change(
+pub(super) fn change(
     table: &TableId,
     op: Op,
     before: Option<Row>,
@@ -67,7 +64,7 @@ fn change(
     }
 }
 
-fn tx(gno: u64, changes: Vec<Change>) -> Transaction {
+pub(super) fn tx(gno: u64, changes: Vec<Change>) -> Transaction {
     Transaction {
         gtid: TransactionGtid::Mysql(format!("{UUID}:{gno}").parse().unwrap()),
         committed_at_micros: 1_699_999_999_456_789,
@@ -76,7 +73,7 @@ fn tx(gno: u64, changes: Vec<Change>) -> Transaction {
     }
 }
 
-fn json_of(bytes: &Option<Vec<u8>>) -> Json {
+pub(super) fn json_of(bytes: &Option<Vec<u8>>) -> Json {
     bytes
         .as_ref()
         .map_or(Json::Null, |b| serde_json::from_slice(b).unwrap())
@@ -91,11 +88,11 @@ fn source(table: &str, row: usize, gno: u64) -> Json {
     })
 }
 
-fn orders() -> TableId {
+pub(super) fn orders() -> TableId {
     TableId::new("shop", "orders")
 }
 
-fn order(id: i64, note: &str) -> Row {
+pub(super) fn order(id: i64, note: &str) -> Row {
     row(&["id", "note"], vec![Value::Int(id), text(note)])
 }
 
@@ -407,229 +404,6 @@ fn snapshot_chunk_reads() {
         Some("snapshot:shop.orders/3")
     );
     assert_eq!(recs[1].header_str(HEADER_ROW), Some("1"));
-}
-
-/// Every `Value` variant, one column each, with its JSON form.
-#[test]
-fn every_column_type() {
-    let cases: Vec<(&str, Value, Json)> = vec![
-        ("c_null", Value::Null, Json::Null),
-        ("c_int", Value::Int(-42), json!(-42)),
-        (
-            "c_bigint_unsigned",
-            Value::UInt(u64::MAX),
-            json!(18_446_744_073_709_551_615u64),
-        ),
-        (
-            "c_decimal",
-            Value::Decimal("-12.340".into()),
-            json!("-12.340"),
-        ),
-        ("c_float", Value::Float(1.1), json!(1.1)),
-        ("c_double", Value::Double(-2.5e-10), json!(-2.5e-10)),
-        ("c_varchar", text("héllo"), json!("héllo")),
-        (
-            "c_latin1",
-            Value::Text {
-                bytes: b"caf\xe9".to_vec(),
-                collation: 8,
-            },
-            json!("café"),
-        ),
-        (
-            "c_binary_text",
-            Value::Text {
-                bytes: vec![0, 255],
-                collation: 63,
-            },
-            json!("AP8="),
-        ),
-        (
-            "c_blob",
-            Value::Bytes(vec![0xde, 0xad, 0xbe, 0xef]),
-            json!("3q2+7w=="),
-        ),
-        (
-            "c_date",
-            Value::Date(Date {
-                year: 2024,
-                month: 2,
-                day: 29,
-            }),
-            json!("2024-02-29"),
-        ),
-        (
-            "c_zero_date",
-            Value::Date(Date {
-                year: 0,
-                month: 0,
-                day: 0,
-            }),
-            json!("0000-00-00"),
-        ),
-        (
-            "c_time",
-            Value::Time(Time {
-                negative: true,
-                hours: 838,
-                minutes: 59,
-                seconds: 59,
-                micros: 500_000,
-                fsp: 1,
-            }),
-            json!("-838:59:59.5"),
-        ),
-        (
-            "c_datetime",
-            Value::DateTime(DateTime {
-                date: Date {
-                    year: 2012,
-                    month: 3,
-                    day: 18,
-                },
-                hour: 11,
-                minute: 30,
-                second: 45,
-                micros: 123_456,
-                fsp: 6,
-            }),
-            json!("2012-03-18T11:30:45.123456"),
-        ),
-        (
-            "c_timestamp",
-            Value::Timestamp {
-                seconds: 1_650_493_084,
-                micros: 120_000,
-                fsp: 3,
-            },
-            json!("2022-04-20T22:18:04.120Z"),
-        ),
-        (
-            "c_zero_timestamp",
-            Value::Timestamp {
-                seconds: 0,
-                micros: 0,
-                fsp: 0,
-            },
-            json!("0000-00-00T00:00:00Z"),
-        ),
-        ("c_year", Value::Year(2024), json!(2024)),
-        (
-            "c_bit1",
-            Value::Bit {
-                bytes: vec![1],
-                bits: 1,
-            },
-            json!(true),
-        ),
-        (
-            "c_bit12",
-            Value::Bit {
-                bytes: vec![0x0a, 0xbc],
-                bits: 12,
-            },
-            json!(2748),
-        ),
-        ("c_enum", Value::Enum("medium".into()), json!("medium")),
-        ("c_set", Value::Set("a,c".into()), json!("a,c")),
-        (
-            "c_json",
-            Value::Json(r#"{"k": [1, 2]}"#.into()),
-            json!(r#"{"k": [1, 2]}"#),
-        ),
-        (
-            "c_point",
-            Value::Geometry {
-                srid: 4326,
-                wkb: vec![1, 1, 0, 0, 0],
-            },
-            json!({"srid": 4326, "wkb": "AQEAAAA="}),
-        ),
-        (
-            "c_vector",
-            Value::Vector(vec![0.1, -2.0, 3.5]),
-            json!([0.1, -2.0, 3.5]),
-        ),
-    ];
-    let names: Vec<&str> = cases.iter().map(|c| c.0).collect();
-    let values: Vec<Value> = cases.iter().map(|c| c.1.clone()).collect();
-    let expected: serde_json::Map<String, Json> = cases
-        .iter()
-        .map(|c| (c.0.to_string(), c.2.clone()))
-        .collect();
-    let t = tx(
-        13,
-        vec![change(
-            &TableId::new("shop", "types"),
-            Op::Insert,
-            None,
-            Some(row(&names, values)),
-            &[1],
-        )],
-    );
-    let recs = builder(true, false)
-        .transaction_records(&t, &coords(), &ctx())
-        .unwrap();
-    assert_eq!(json_of(&recs[0].value)["after"], Json::Object(expected));
-    assert_eq!(json_of(&recs[0].key), json!({"c_int": -42}));
-    let raw = String::from_utf8(recs[0].value.clone().unwrap()).unwrap();
-    assert!(
-        raw.contains(r#""c_bigint_unsigned":18446744073709551615"#),
-        "unsigned stays exact"
-    );
-}
-
-#[test]
-fn undecodable_text_is_a_value_free_error() {
-    let bad = Value::Text {
-        bytes: b"secret\xff".to_vec(),
-        collation: 255,
-    };
-    let t = tx(
-        14,
-        vec![change(
-            &orders(),
-            Op::Insert,
-            None,
-            Some(row(&["id", "note"], vec![Value::Int(1), bad])),
-            &[0],
-        )],
-    );
-    let err = builder(true, false)
-        .transaction_records(&t, &coords(), &ctx())
-        .unwrap_err();
-    assert_eq!(err.code(), "invalid_text");
-    let msg = format!("{err} {err:?}");
-    assert!(
-        msg.contains("note") && msg.contains("utf8mb4") && !msg.contains("secret"),
-        "{msg}"
-    );
-
-    let unknown = Value::Text {
-        bytes: b"secret".to_vec(),
-        collation: 0,
-    };
-    let t = tx(
-        15,
-        vec![change(
-            &orders(),
-            Op::Insert,
-            None,
-            Some(row(&["id", "note"], vec![Value::Int(1), unknown])),
-            &[0],
-        )],
-    );
-    let err = builder(true, false)
-        .transaction_records(&t, &coords(), &ctx())
-        .unwrap_err();
-    assert_eq!(
-        err,
-        SinkError::UnsupportedCharset {
-            table: "shop.orders".into(),
-            column: "note".into(),
-            charset: "unknown".into(),
-        }
-    );
 }
 
 #[test]

@@ -5,10 +5,13 @@
 mod charset_decoder;
 mod envelope;
 #[cfg(test)]
+mod golden_column_types;
+#[cfg(test)]
 mod golden_tests;
 mod json_value;
 mod kafka_record;
 mod record_builder;
+mod record_emitter;
 mod topic_template;
 
 pub use kafka_record::{

@@ -1,0 +1,164 @@
+//! The per-call state of [`super::RecordBuilder`]: records so far, the header values they all
+//! share, the counters of the `transaction` block; and the row-image → JSON helpers that turn
+//! value failures into value-free errors.
+
+use capstan_core::change::{Row, TableId};
+
+use super::charset_decoder::DecodeFailure;
+use super::envelope::OrderedObject;
+use super::json_value::{json_value, ValueFailure};
+use super::kafka_record::{
+    KafkaRecord, HEADER_EPOCH, HEADER_PIPELINE, HEADER_POSITION, HEADER_RECORD, HEADER_ROW,
+};
+use super::record_builder::RecordContext;
+use crate::SinkError;
+
+/// Per-call state: the records so far, the header values shared by all of them, and the
+/// running counters of the `transaction` block.
+pub(super) struct Emitter<'a> {
+    pub(super) ctx: RecordContext<'a>,
+    position: String,
+    pub(super) records: Vec<KafkaRecord>,
+    pub(super) total_order: u64,
+    pub(super) collections: Vec<(String, u64)>,
+}
+
+impl<'a> Emitter<'a> {
+    pub(super) fn new(ctx: RecordContext<'a>, position: String) -> Self {
+        Emitter {
+            ctx,
+            position,
+            records: Vec::new(),
+            total_order: 0,
+            collections: Vec::new(),
+        }
+    }
+
+    fn headers(&self, row: Option<usize>) -> Vec<(String, Vec<u8>)> {
+        let mut h = vec![
+            (
+                HEADER_PIPELINE.to_string(),
+                self.ctx.pipeline.as_bytes().to_vec(),
+            ),
+            (
+                HEADER_EPOCH.to_string(),
+                self.ctx.epoch.to_string().into_bytes(),
+            ),
+            (
+                HEADER_POSITION.to_string(),
+                self.position.as_bytes().to_vec(),
+            ),
+        ];
+        if let Some(row) = row {
+            h.push((HEADER_ROW.to_string(), row.to_string().into_bytes()));
+        }
+        h.push((
+            HEADER_RECORD.to_string(),
+            self.records.len().to_string().into_bytes(),
+        ));
+        h
+    }
+
+    pub(super) fn push(
+        &mut self,
+        topic: &str,
+        key: Option<Vec<u8>>,
+        value: Option<Vec<u8>>,
+        row: Option<usize>,
+        ts: u64,
+    ) {
+        let headers = self.headers(row);
+        self.records.push(KafkaRecord {
+            topic: topic.to_string(),
+            key,
+            value,
+            headers,
+            timestamp_ms: i64::try_from(ts).ok(),
+        });
+    }
+
+    /// Counts one data event of `collection`; returns (total_order, data_collection_order).
+    pub(super) fn count(&mut self, collection: &str) -> (u64, u64) {
+        self.total_order += 1;
+        let n = match self.collections.iter_mut().find(|(c, _)| c == collection) {
+            Some((_, n)) => {
+                *n += 1;
+                *n
+            }
+            None => {
+                self.collections.push((collection.to_string(), 1));
+                1
+            }
+        };
+        (self.total_order, n)
+    }
+}
+
+pub(super) fn serialize<T: serde::Serialize>(
+    value: &T,
+    table: &TableId,
+) -> Result<Vec<u8>, SinkError> {
+    serde_json::to_vec(value).map_err(|_| SinkError::MalformedChange {
+        table: table.to_string(),
+        reason: "event could not be serialised",
+    })
+}
+
+fn value_error(failure: ValueFailure, table: &TableId, column: &str) -> SinkError {
+    let (table, column) = (table.to_string(), column.to_string());
+    match failure {
+        ValueFailure::NonFinite => SinkError::NonFiniteNumber { table, column },
+        ValueFailure::Text(DecodeFailure::Unsupported(charset)) => SinkError::UnsupportedCharset {
+            table,
+            column,
+            charset,
+        },
+        ValueFailure::Text(DecodeFailure::Invalid(charset)) => SinkError::InvalidText {
+            table,
+            column,
+            charset,
+        },
+    }
+}
+
+/// A row image as an ordered JSON object.
+pub(super) fn image(row: &Row, table: &TableId) -> Result<OrderedObject, SinkError> {
+    row.iter()
+        .map(|(name, v)| {
+            json_value(v)
+                .map(|j| (name.to_string(), j))
+                .map_err(|f| value_error(f, table, name))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(OrderedObject)
+}
+
+/// The key object of a row (`None` for a keyless table).
+pub(super) fn key_object(
+    row: &Row,
+    key: &[usize],
+    table: &TableId,
+) -> Result<Option<OrderedObject>, SinkError> {
+    if key.is_empty() {
+        return Ok(None);
+    }
+    let mut pairs = Vec::with_capacity(key.len());
+    for &i in key {
+        let (Some(name), Some(v)) = (row.columns().get(i), row.get(i)) else {
+            return Err(SinkError::MalformedChange {
+                table: table.to_string(),
+                reason: "key column index out of range",
+            });
+        };
+        let j = json_value(v).map_err(|f| value_error(f, table, name))?;
+        pairs.push((name.clone(), j));
+    }
+    Ok(Some(OrderedObject(pairs)))
+}
+
+pub(super) fn missing(table: &TableId, reason: &'static str) -> SinkError {
+    SinkError::MalformedChange {
+        table: table.to_string(),
+        reason,
+    }
+}
