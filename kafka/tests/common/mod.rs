@@ -33,7 +33,7 @@ pub fn insert_tx(gno: u64, first_id: i64, rows: usize) -> Transaction {
                     vec![
                         Value::Int(first_id + i as i64),
                         Value::Text {
-                            bytes: vec![b'x'; 400],
+                            bytes: vec![b'x'; 70],
                             collation: 255,
                         },
                     ],
