@@ -1,6 +1,9 @@
-//! The MySQL/MariaDB binlog source, pure half: event decoding, transaction assembly and row
-//! decoding, all sans-I/O (bytes in, values out). The connection, dump and liveness live
-//! beside it and feed it.
+//! The MySQL/MariaDB binlog source. The pure half: event decoding, transaction assembly and
+//! row decoding, all sans-I/O (bytes in, values out). The live half: configuration
+//! ([`SourceConfig`]), the query connection and preconditions ([`SourceClient`],
+//! [`ServerSettings`]), the dump per flavour ([`StartPosition`], [`check_resume`]) on a
+//! connection of our own (`replica_conn`), and [`BinlogSource`], which feeds the pure half
+//! and keeps the stream alive.
 //!
 //! Flow: raw event bytes → [`EventReader`] → [`Event`] → [`TransactionAssembler`] →
 //! [`AssemblerOutput`] (a [`Transaction`](capstan_core::change::Transaction), a
@@ -10,25 +13,42 @@
 
 mod assembler;
 mod binlog_file;
+mod binlog_stream;
+mod connect;
 pub mod decode;
+mod dump;
 mod event;
 mod event_reader;
 mod halt;
 pub mod mariadb_events;
 pub mod payload;
+mod preconditions;
 #[cfg(test)]
 mod proptests;
+mod replica_conn;
+mod source_config;
+mod source_error;
 mod statement;
 mod table_filter;
 mod table_schema;
 #[cfg(test)]
 mod test_support;
+mod tls;
 
 pub use assembler::{AssemblerConfig, AssemblerOutput, TransactionAssembler, XaMode};
 pub use binlog_file::BinlogFileEvents;
+pub use binlog_stream::{BinlogSource, SourceStats};
+pub use connect::{detect_flavor, SourceClient};
+pub use dump::{check_resume, ServerPositions, StartPosition};
 pub use event::{Event, MariadbGtidEvent, QueryEvent, RowsEvent, RowsKind};
 pub use event_reader::{frame_len, EventReader, HEADER_LEN};
 pub use halt::Halt;
+pub use preconditions::ServerSettings;
+pub use source_config::{
+    FlavorChoice, Password, SourceConfig, TlsChoice, TlsConfig, TlsMode, ValidSourceConfig,
+    MAX_TIMER_MS,
+};
+pub use source_error::SourceError;
 pub use statement::{classify_statement, StatementClass};
 pub use table_filter::TableFilter;
 pub use table_schema::{ColumnSchema, TableSchema};

@@ -1,0 +1,295 @@
+//! [`BinlogSource`]: the live source. Connects, checks, dumps, decodes and assembles, and
+//! keeps the stream alive; hands out [`AssemblerOutput`]s one at a time with the processed
+//! position that covers them.
+//!
+//! # Position and resume
+//!
+//! [`BinlogSource::position`] is the start checkpoint plus every transaction handed out by
+//! [`BinlogSource::next`] (delivered or advanced over). A reconnect dumps from exactly that
+//! position and resets the assembler, so a transaction cut by the disconnect is replayed
+//! whole. Every output is also checked by set membership against the position before it is
+//! handed out (never by ordinal comparison): a transaction the position already covers is
+//! skipped, so a server that replays more than asked (a restart, a MariaDB domain that
+//! resumes from an older point) repeats nothing.
+//!
+//! A `SchemaChange` that does not complete its transaction (MySQL's `CREATE TABLE … SELECT`)
+//! does not advance the position; the output that completes it does. If the stream drops in
+//! between, the statement is handed out again after the reconnect.
+//!
+//! # Liveness
+//!
+//! The server is asked for a heartbeat every `heartbeat_period` of idleness. A stream with no
+//! frame at all for `stream_timeout` is dropped and redialled after `reconnect_backoff`, as
+//! is a stream the server closes or a socket that fails. Preconditions, the flavour and the
+//! resume checks run again at every connect. `max_reconnects` consecutive failed attempts
+//! (no event received in between) halt `stream_stalled`; before the first stream,
+//! `command_retries_exhausted`. Anything not transient halts at once.
+
+use std::collections::VecDeque;
+
+use capstan_core::change::TransactionGtid;
+use capstan_core::position::{Flavor, Position};
+
+use super::assembler::{AssemblerConfig, AssemblerOutput, TransactionAssembler};
+use super::connect::SourceClient;
+use super::dump::{check_resume, classify_dump_error, request_dump, StartPosition};
+use super::event_reader::EventReader;
+use super::replica_conn::{Frame, ReplicaConn};
+use super::source_config::ValidSourceConfig;
+use super::source_error::SourceError;
+
+/// A live dump: the connection and the reader that tracks its format description.
+#[derive(Debug)]
+struct Live {
+    conn: ReplicaConn,
+    reader: EventReader,
+}
+
+/// Counters for status pages and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SourceStats {
+    /// Successful connects (the first one included).
+    pub connects: u64,
+    /// Streams dropped and redialled (timeouts, closed sockets, server shutdowns).
+    pub reconnects: u64,
+    /// Outputs skipped because the position already covered them.
+    pub skipped_already_processed: u64,
+    /// Events decoded.
+    pub events: u64,
+}
+
+/// The live binlog source. See the module documentation.
+#[derive(Debug)]
+pub struct BinlogSource {
+    config: ValidSourceConfig,
+    assembler: TransactionAssembler,
+    flavor: Flavor,
+    server_version: String,
+    position: Position,
+    live: Option<Live>,
+    pending: VecDeque<AssemblerOutput>,
+    out: Vec<AssemblerOutput>,
+    buf: Vec<u8>,
+    failures: u32,
+    stats: SourceStats,
+}
+
+impl BinlogSource {
+    /// Connects, checks the preconditions and the resume position, and opens the dump.
+    pub async fn start(
+        config: ValidSourceConfig,
+        start: StartPosition,
+        assembler: AssemblerConfig,
+    ) -> Result<BinlogSource, SourceError> {
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            match Self::first_connect(&config, &start).await {
+                Ok((client, position, live)) => {
+                    let flavor = client.flavor();
+                    let server_version = client.server_version().to_string();
+                    client.close().await;
+                    return Ok(BinlogSource {
+                        config,
+                        assembler: TransactionAssembler::new(assembler),
+                        flavor,
+                        server_version,
+                        position,
+                        live: Some(live),
+                        pending: VecDeque::new(),
+                        out: Vec::new(),
+                        buf: Vec::with_capacity(64 * 1024),
+                        failures: 0,
+                        stats: SourceStats {
+                            connects: 1,
+                            ..SourceStats::default()
+                        },
+                    });
+                }
+                Err(e) if e.is_transient() && attempts <= config.max_reconnects => {
+                    tracing::warn!(code = e.code(), attempt = attempts, "source connect failed");
+                    tokio::time::sleep(config.reconnect_backoff).await;
+                }
+                Err(e) if e.is_transient() => {
+                    return Err(SourceError::CommandRetriesExhausted { attempts })
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn first_connect(
+        config: &ValidSourceConfig,
+        start: &StartPosition,
+    ) -> Result<(SourceClient, Position, Live), SourceError> {
+        let mut client = SourceClient::open(config, config.stream_timeout).await?;
+        let server = client.positions().await?;
+        let position = match start {
+            StartPosition::Current => server.executed(),
+            StartPosition::Checkpoint(p) => p.clone(),
+        };
+        if position.flavor() != client.flavor() {
+            return Err(SourceError::PositionFlavorMismatch);
+        }
+        check_resume(&position, &server)?;
+        let live = Self::dump(config, client.flavor(), &position).await?;
+        Ok((client, position, live))
+    }
+
+    async fn dump(
+        config: &ValidSourceConfig,
+        flavor: Flavor,
+        position: &Position,
+    ) -> Result<Live, SourceError> {
+        let mut conn = ReplicaConn::connect(config, config.stream_timeout).await?;
+        request_dump(
+            &mut conn,
+            config.server_id,
+            config.heartbeat_period,
+            position,
+        )
+        .await?;
+        let mut reader = EventReader::new();
+        reader.set_flavor(flavor);
+        Ok(Live { conn, reader })
+    }
+
+    /// The server flavour.
+    pub fn flavor(&self) -> Flavor {
+        self.flavor
+    }
+
+    /// The server version string seen at the first connect.
+    pub fn server_version(&self) -> &str {
+        &self.server_version
+    }
+
+    /// The processed position: the start checkpoint plus every transaction handed out so
+    /// far. Persist it after delivering what [`BinlogSource::next`] returned.
+    pub fn position(&self) -> &Position {
+        &self.position
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> SourceStats {
+        self.stats
+    }
+
+    /// The next output, in binlog order. An error is final: the source has halted.
+    pub async fn next(&mut self) -> Result<AssemblerOutput, SourceError> {
+        loop {
+            while let Some(output) = self.pending.pop_front() {
+                if let Some(output) = self.admit(output) {
+                    return Ok(output);
+                }
+            }
+            if self.live.is_none() {
+                self.reconnect().await?;
+            }
+            if let Err(e) = self.read_one().await {
+                if !e.is_transient() {
+                    self.live = None;
+                    return Err(e);
+                }
+                tracing::warn!(code = e.code(), "binlog stream dropped; reconnecting");
+                self.live = None;
+                self.stats.reconnects += 1;
+            }
+        }
+    }
+
+    /// Dedup by membership, then advance the position over a completed transaction.
+    fn admit(&mut self, output: AssemblerOutput) -> Option<AssemblerOutput> {
+        let (gtid, completes) = match &output {
+            AssemblerOutput::Transaction(t) => (&t.gtid, true),
+            AssemblerOutput::PositionAdvanced { gtid } => (gtid, true),
+            AssemblerOutput::SchemaChange {
+                gtid,
+                completes_transaction,
+                ..
+            } => (gtid, *completes_transaction),
+        };
+        let covered = match (&self.position, gtid) {
+            (Position::Mysql(set), TransactionGtid::Mysql(g)) => set.contains(g),
+            (Position::Mariadb(pos), TransactionGtid::Mariadb(g)) => pos.contains(g),
+            _ => false,
+        };
+        if covered {
+            self.stats.skipped_already_processed += 1;
+            return None;
+        }
+        if completes {
+            match (&mut self.position, gtid) {
+                (Position::Mysql(set), TransactionGtid::Mysql(g)) => {
+                    set.insert(g);
+                }
+                (Position::Mariadb(pos), TransactionGtid::Mariadb(g)) => {
+                    pos.advance(*g);
+                }
+                _ => {}
+            }
+        }
+        Some(output)
+    }
+
+    /// Reads and processes one frame of the live stream.
+    async fn read_one(&mut self) -> Result<(), SourceError> {
+        let Some(live) = self.live.as_mut() else {
+            return Err(SourceError::ServerClosed);
+        };
+        let frame = tokio::time::timeout(
+            self.config.stream_timeout,
+            live.conn.next_frame(&mut self.buf),
+        )
+        .await
+        .map_err(|_| SourceError::StreamTimeout)??;
+        match frame {
+            Frame::End => Err(SourceError::ServerClosed),
+            Frame::Error(err) => Err(classify_dump_error(&err)),
+            Frame::Event => {
+                self.failures = 0;
+                self.stats.events += 1;
+                let event = live.reader.decode(self.buf.get(1..).unwrap_or_default())?;
+                self.assembler.push(event, &mut self.out)?;
+                self.pending.extend(self.out.drain(..));
+                Ok(())
+            }
+        }
+    }
+
+    /// Redials with backoff until a dump is open again or the budget is spent.
+    async fn reconnect(&mut self) -> Result<(), SourceError> {
+        loop {
+            tokio::time::sleep(self.config.reconnect_backoff).await;
+            self.failures += 1;
+            if self.failures > self.config.max_reconnects {
+                return Err(SourceError::StreamStalled {
+                    attempts: self.failures - 1,
+                });
+            }
+            match self.redial().await {
+                Ok(live) => {
+                    self.assembler.reset();
+                    self.live = Some(live);
+                    self.stats.connects += 1;
+                    return Ok(());
+                }
+                Err(e) if e.is_transient() => {
+                    tracing::warn!(code = e.code(), attempt = self.failures, "reconnect failed");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn redial(&mut self) -> Result<Live, SourceError> {
+        let mut client = SourceClient::open(&self.config, self.config.stream_timeout).await?;
+        if client.flavor() != self.flavor {
+            return Err(SourceError::PositionFlavorMismatch);
+        }
+        let server = client.positions().await?;
+        check_resume(&self.position, &server)?;
+        client.close().await;
+        Self::dump(&self.config, self.flavor, &self.position).await
+    }
+}
