@@ -10,6 +10,8 @@ eval "$(deploy/dev/services.sh env)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
+# multi-process tests run the real `capstan` binary
+cargo build -p capstan-worker --bin capstan
 cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
 awk '/^test result:/ { p += $4; f += $6; i += $8 }
      END { printf "summary: %d passed, %d failed, %d skipped\n", p, f, i }' "$log"

@@ -6,6 +6,8 @@
 
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used)]
 
+pub mod cluster;
+
 use std::path::PathBuf;
 
 use mysql_async::{Conn, Opts, OptsBuilder, SslOpts};

@@ -1,1 +1,36 @@
-fn main() {}
+//! `capstan`: the worker node and its command line.
+
+mod cli;
+mod lease_tracker;
+mod node;
+mod node_control_plane;
+mod owner_lease;
+mod raft_network;
+mod raft_service;
+mod scheduler;
+mod worker_config;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("capstan: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli::run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("capstan: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! Multi-process clusters of real `capstan worker` processes on 127.0.0.1, for failover tests.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The `capstan` binary built beside the test executable (deploy/dev/test.sh builds it).
+pub fn capstan_binary() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    // target/debug/deps/<test> -> target/debug/capstan
+    let bin = exe.parent()?.parent()?.join("capstan");
+    if bin.is_file() {
+        Some(bin)
+    } else {
+        crate::skip_or_fail(&format!(
+            "{} not built; run `cargo build -p capstan-worker` first",
+            bin.display()
+        ))
+    }
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    l.local_addr().expect("local addr").port()
+}
+
+/// One worker process.
+#[derive(Debug)]
+pub struct Worker {
+    /// Node id.
+    pub id: u64,
+    /// Raft port.
+    pub raft_port: u16,
+    /// API port.
+    pub api_port: u16,
+    config: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Worker {
+    /// The API base URL.
+    pub fn api(&self) -> String {
+        format!("http://127.0.0.1:{}", self.api_port)
+    }
+
+    /// The OS process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        match &mut self.child {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+}
+
+/// A cluster of worker processes sharing one temporary directory.
+#[derive(Debug)]
+pub struct Cluster {
+    binary: PathBuf,
+    dir: tempfile::TempDir,
+    /// The workers by id.
+    pub workers: BTreeMap<u64, Worker>,
+    http: reqwest::blocking::Client,
+}
+
+impl Cluster {
+    /// Starts `n` workers (ids 1..=n) that initialise one cluster together.
+    pub fn start(n: u64) -> Option<Cluster> {
+        let binary = capstan_binary()?;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut workers = BTreeMap::new();
+        for id in 1..=n {
+            workers.insert(id, Self::new_worker(dir.path(), id));
+        }
+        let members: Vec<String> = workers
+            .values()
+            .map(|w| {
+                format!(
+                    "{{ id = {}, raft = \"127.0.0.1:{}\", api = \"127.0.0.1:{}\" }}",
+                    w.id, w.raft_port, w.api_port
+                )
+            })
+            .collect();
+        for w in workers.values() {
+            write_config(w, dir.path(), &members);
+        }
+        let http = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .expect("http client");
+        let mut cluster = Cluster {
+            binary,
+            dir,
+            workers,
+            http,
+        };
+        let ids: Vec<u64> = cluster.workers.keys().copied().collect();
+        for id in ids {
+            cluster.spawn(id);
+        }
+        Some(cluster)
+    }
+
+    fn new_worker(dir: &Path, id: u64) -> Worker {
+        Worker {
+            id,
+            raft_port: free_port(),
+            api_port: free_port(),
+            config: dir.join(format!("worker-{id}.toml")),
+            log: dir.join(format!("worker-{id}.log")),
+            child: None,
+        }
+    }
+
+    /// Adds a worker process with no initial members (it waits to be added).
+    pub fn spawn_joiner(&mut self, id: u64) -> &Worker {
+        let w = Self::new_worker(self.dir.path(), id);
+        write_config(&w, self.dir.path(), &[]);
+        self.workers.insert(id, w);
+        self.spawn(id);
+        &self.workers[&id]
+    }
+
+    /// (Re)starts worker `id` with its configuration and data directory.
+    pub fn spawn(&mut self, id: u64) {
+        let w = self.workers.get_mut(&id).expect("known worker");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&w.log)
+            .expect("log file");
+        let child = Command::new(&self.binary)
+            .arg("worker")
+            .arg("--config")
+            .arg(&w.config)
+            .env("CAPSTAN_LOG", "info,openraft=warn")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn capstan worker");
+        w.child = Some(child);
+    }
+
+    /// SIGKILLs worker `id` and reaps it.
+    pub fn kill9(&mut self, id: u64) {
+        let w = self.workers.get_mut(&id).expect("known worker");
+        if let Some(mut c) = w.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Sends `signal` (e.g. "STOP", "CONT", "TERM") to worker `id`.
+    pub fn signal(&self, id: u64, signal: &str) {
+        let pid = self.workers[&id].pid().expect("running worker");
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("kill");
+        assert!(ok.success(), "kill -{signal} {pid}");
+    }
+
+    /// Waits for worker `id` to exit on its own, up to `timeout`.
+    pub fn wait_exit(&mut self, id: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if !self.workers.get_mut(&id).expect("known").is_running() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// GET a JSON document from worker `id`'s API.
+    pub fn get(&self, id: u64, path: &str) -> Option<(u16, Value)> {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.workers[&id].api()))
+            .send()
+            .ok()?;
+        let status = r.status().as_u16();
+        Some((status, r.json().unwrap_or(Value::Null)))
+    }
+
+    /// Sends a request with an optional JSON body to worker `id`'s API.
+    pub fn send(
+        &self,
+        id: u64,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Option<(u16, Value)> {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.workers[&id].api()));
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let r = req.send().ok()?;
+        let status = r.status().as_u16();
+        Some((status, r.json().unwrap_or(Value::Null)))
+    }
+
+    /// The leader that every running worker in `ids` agrees on, waiting up to `timeout`.
+    pub fn wait_for_leader(&self, ids: &[u64], timeout: Duration) -> Option<u64> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let leaders: Vec<Option<u64>> = ids
+                .iter()
+                .map(|&id| {
+                    self.get(id, "/cluster")
+                        .and_then(|(_, v)| v["leader"].as_u64())
+                })
+                .collect();
+            if let Some(Some(l)) = leaders.first() {
+                if leaders.iter().all(|x| *x == Some(*l)) && ids.contains(l) {
+                    return Some(*l);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    }
+
+    /// Polls `f` every 100 ms until it returns `Some`, up to `timeout`.
+    pub fn wait_until<T>(
+        &self,
+        timeout: Duration,
+        mut f: impl FnMut(&Cluster) -> Option<T>,
+    ) -> Option<T> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = f(self) {
+                return Some(v);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The last lines of worker `id`'s log, for assertion messages.
+    pub fn log_tail(&self, id: u64) -> String {
+        let text = std::fs::read_to_string(&self.workers[&id].log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for w in self.workers.values_mut() {
+            if let Some(mut c) = w.child.take() {
+                let _ = Command::new("kill")
+                    .arg("-CONT")
+                    .arg(c.id().to_string())
+                    .stderr(Stdio::null())
+                    .status();
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+fn write_config(w: &Worker, dir: &Path, members: &[String]) {
+    let text = format!(
+        "node_id = {id}\ndata_dir = \"{data}\"\nraft_listen = \"127.0.0.1:{raft}\"\napi_listen = \"127.0.0.1:{api}\"\ninitial_members = [\n{members}\n]\n",
+        id = w.id,
+        data = dir.join(format!("data-{}", w.id)).display(),
+        raft = w.raft_port,
+        api = w.api_port,
+        members = members.join(",\n"),
+    );
+    std::fs::write(&w.config, text).expect("write worker config");
+}

@@ -1,0 +1,271 @@
+//! Three real `capstan worker` processes on 127.0.0.1: leader election, replication, failover
+//! of the leader, catch-up of a restarted node, ownership moving away from a killed or
+//! departing owner with a higher epoch, and membership changes at runtime.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::{Duration, Instant};
+
+use capstan_tests::cluster::Cluster;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+const SETTLE: Duration = Duration::from_secs(20);
+
+fn pipelines(c: &Cluster, id: u64) -> Vec<String> {
+    c.get(id, "/pipelines")
+        .and_then(|(s, v)| (s == 200).then_some(v))
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default()
+}
+
+fn create(c: &Cluster, via: u64, name: &str) {
+    let (status, body) = c
+        .send(
+            via,
+            Method::POST,
+            "/pipelines",
+            Some(&json!({ "name": name })),
+        )
+        .expect("api reachable");
+    assert_eq!(status, 201, "create {name} via node {via}: {body}");
+}
+
+fn status(c: &Cluster, id: u64, name: &str) -> Option<Value> {
+    c.get(id, &format!("/pipelines/{name}/status"))
+        .and_then(|(s, v)| (s == 200).then_some(v))
+}
+
+/// (owner, epoch) once the pipeline has an owner, as seen by node `id`.
+fn owner(c: &Cluster, id: u64, name: &str) -> Option<(u64, u64)> {
+    let s = status(c, id, name)?;
+    Some((s["owner"].as_u64()?, s["epoch"].as_u64()?))
+}
+
+#[test]
+fn leader_elected_commands_replicate_and_survive_leader_kill() {
+    let Some(mut c) = Cluster::start(3) else {
+        return;
+    };
+    let leader = c
+        .wait_for_leader(&[1, 2, 3], SETTLE)
+        .unwrap_or_else(|| panic!("no leader; node 1 log:\n{}", c.log_tail(1)));
+    let follower = [1, 2, 3].into_iter().find(|&n| n != leader).unwrap();
+
+    // a write on a follower reaches the leader and replicates everywhere
+    create(&c, follower, "p1");
+    create(&c, leader, "p2");
+    for id in [1, 2, 3] {
+        let seen = c.wait_until(SETTLE, |c| {
+            let p = pipelines(c, id);
+            (p == ["p1", "p2"]).then_some(())
+        });
+        assert!(seen.is_some(), "node {id} sees {:?}", pipelines(&c, id));
+    }
+    // a duplicate name is a conflict
+    let (code, body) = c
+        .send(
+            follower,
+            Method::POST,
+            "/pipelines",
+            Some(&json!({ "name": "p1" })),
+        )
+        .unwrap();
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(body["error_code"], "pipeline_exists");
+
+    // kill -9 the leader: a new leader is elected among the survivors and nothing committed
+    // is lost
+    c.kill9(leader);
+    assert!(
+        !c.workers.get_mut(&leader).unwrap().is_running(),
+        "the leader really died"
+    );
+    let survivors: Vec<u64> = [1, 2, 3].into_iter().filter(|&n| n != leader).collect();
+    let new_leader = c
+        .wait_for_leader(&survivors, SETTLE)
+        .expect("a new leader among the survivors");
+    assert_ne!(new_leader, leader);
+    for &id in &survivors {
+        assert_eq!(
+            pipelines(&c, id),
+            ["p1", "p2"],
+            "node {id} lost a committed command"
+        );
+    }
+    create(&c, survivors[0], "p3");
+
+    // the killed node restarts from its RocksDB and catches up
+    c.spawn(leader);
+    let caught_up = c.wait_until(SETTLE, |c| {
+        (pipelines(c, leader) == ["p1", "p2", "p3"]).then_some(())
+    });
+    assert!(
+        caught_up.is_some(),
+        "restarted node sees {:?}; log:\n{}",
+        pipelines(&c, leader),
+        c.log_tail(leader)
+    );
+}
+
+#[test]
+fn a_killed_owners_pipeline_moves_to_a_live_worker_with_a_higher_epoch() {
+    let Some(mut c) = Cluster::start(3) else {
+        return;
+    };
+    let leader = c.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
+    create(&c, leader, "orders");
+    let (code, _) = c
+        .send(leader, Method::PUT, "/pipelines/orders/resume", None)
+        .unwrap();
+    assert_eq!(code, 202);
+    let (first_owner, first_epoch) = c
+        .wait_until(SETTLE, |c| owner(c, leader, "orders"))
+        .expect("the scheduler assigns an owner");
+
+    // kill the owner (if it is the leader, a new leader takes over the scheduling too)
+    let killed_at = Instant::now();
+    c.kill9(first_owner);
+    let others: Vec<u64> = [1, 2, 3]
+        .into_iter()
+        .filter(|&n| n != first_owner)
+        .collect();
+    let (new_owner, new_epoch) = c
+        .wait_until(SETTLE, |c| {
+            owner(c, others[0], "orders").filter(|&(o, _)| o != first_owner)
+        })
+        .expect("the pipeline moves");
+    let took = killed_at.elapsed();
+    assert!(others.contains(&new_owner), "moved to a live worker");
+    assert!(new_epoch > first_epoch, "the move bumps the epoch");
+    // lease 2 s + margin 0.5 s + scheduling; a leader change adds an election
+    assert!(took < Duration::from_secs(8), "moved after {took:?}");
+    eprintln!("failover: owner {first_owner} killed, {new_owner} owns after {took:?}");
+
+    // the killed worker comes back: it does not take the pipeline back (no churn)
+    c.spawn(first_owner);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(owner(&c, others[0], "orders"), Some((new_owner, new_epoch)));
+}
+
+#[test]
+fn sigterm_hands_ownership_off_before_the_lease_would_expire() {
+    let Some(mut c) = Cluster::start(3) else {
+        return;
+    };
+    let leader = c.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
+    // give every worker a pipeline so one of them is a non-leader owner
+    for name in ["a", "b", "c"] {
+        create(&c, leader, name);
+        c.send(
+            leader,
+            Method::PUT,
+            &format!("/pipelines/{name}/resume"),
+            None,
+        )
+        .unwrap();
+    }
+    let owned = c
+        .wait_until(SETTLE, |c| {
+            let o: Vec<(u64, u64)> = ["a", "b", "c"]
+                .iter()
+                .filter_map(|n| owner(c, leader, n))
+                .collect();
+            (o.len() == 3).then_some(o)
+        })
+        .expect("all assigned");
+    let (victim, victim_epoch, name) = ["a", "b", "c"]
+        .iter()
+        .zip(&owned)
+        .find(|(_, (o, _))| *o != leader)
+        .map(|(n, (o, e))| (*o, *e, *n))
+        .expect("a non-leader owner");
+
+    let sent = Instant::now();
+    c.signal(victim, "TERM");
+    assert!(
+        c.wait_exit(victim, Duration::from_secs(10)),
+        "worker exits on SIGTERM"
+    );
+    let moved = c
+        .wait_until(SETTLE, |c| {
+            owner(c, leader, name).filter(|&(o, _)| o != victim)
+        })
+        .expect("moved after a clean shutdown");
+    let took = sent.elapsed();
+    assert!(moved.1 > victim_epoch);
+    // a released lease is acted on at the next scheduling round, well inside the lease
+    assert!(took < Duration::from_millis(1900), "handoff took {took:?}");
+}
+
+#[test]
+fn workers_join_and_leave_at_runtime() {
+    let Some(mut c) = Cluster::start(3) else {
+        return;
+    };
+    let leader = c.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
+    create(&c, leader, "before-join");
+    let follower = [1, 2, 3].into_iter().find(|&n| n != leader).unwrap();
+    let joiner = c.spawn_joiner(4);
+    let body = json!({
+        "id": 4,
+        "raft_addr": format!("127.0.0.1:{}", joiner.raft_port),
+        "api_addr": format!("127.0.0.1:{}", joiner.api_port),
+    });
+    // asked on a follower: forwarded to the leader
+    let (code, resp) = c
+        .send(follower, Method::POST, "/cluster/members", Some(&body))
+        .unwrap();
+    assert_eq!(code, 201, "{resp}");
+    let voter = c.wait_until(SETTLE, |c| {
+        let (_, v) = c.get(leader, "/cluster")?;
+        v["members"]
+            .as_array()?
+            .iter()
+            .find(|m| m["id"] == 4)
+            .and_then(|m| m["voter"].as_bool())
+            .filter(|&v| v)
+    });
+    assert!(voter.is_some(), "node 4 became a voter");
+    // the joiner replicated the existing state
+    let synced = c.wait_until(SETTLE, |c| {
+        (pipelines(c, 4) == ["before-join"]).then_some(())
+    });
+    assert!(synced.is_some(), "joiner sees {:?}", pipelines(&c, 4));
+
+    // bad input names the field
+    let (code, resp) = c
+        .send(
+            leader,
+            Method::POST,
+            "/cluster/members",
+            Some(&json!({"id": 5, "raft_addr": "x", "api_addr": "127.0.0.1:1"})),
+        )
+        .unwrap();
+    assert_eq!(code, 400, "{resp}");
+    assert!(resp["message"].as_str().unwrap().contains("raft_addr"));
+    let (code, resp) = c
+        .send(
+            leader,
+            Method::POST,
+            "/cluster/members",
+            Some(&json!({"id": 5, "bogus": 1})),
+        )
+        .unwrap();
+    assert_eq!(code, 400, "{resp}");
+
+    // remove it again
+    let (code, resp) = c
+        .send(follower, Method::DELETE, "/cluster/members/4", None)
+        .unwrap();
+    assert_eq!(code, 204, "{resp}");
+    let gone = c.wait_until(SETTLE, |c| {
+        let (_, v) = c.get(leader, "/cluster")?;
+        (!v["members"].as_array()?.iter().any(|m| m["id"] == 4)).then_some(())
+    });
+    assert!(gone.is_some(), "node 4 removed");
+    let (code, _) = c
+        .send(leader, Method::DELETE, "/cluster/members/99", None)
+        .unwrap();
+    assert_eq!(code, 404);
+}

@@ -1,0 +1,91 @@
+//! Subcommands. Each parses its arguments, builds what it needs and hands over; no logic lives
+//! here.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use tokio::net::TcpListener;
+use tracing::info;
+
+use crate::node::Node;
+use crate::node_control_plane::NodeControlPlane;
+use crate::worker_config::WorkerConfig;
+
+/// capstan: change data capture from MySQL and MariaDB to Kafka, on a Raft cluster of workers.
+#[derive(Debug, Parser)]
+#[command(name = "capstan", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a worker node.
+    Worker {
+        /// The worker's configuration file (TOML).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+}
+
+/// Runs the chosen subcommand; the error is a message for the terminal.
+pub async fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Worker { config } => worker(config).await,
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CAPSTAN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn worker(path: PathBuf) -> Result<(), String> {
+    init_tracing();
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let config = WorkerConfig::from_toml(&text)
+        .and_then(WorkerConfig::validate)
+        .map_err(|e| format!("{}: {e} ({})", path.display(), e.code()))?;
+    let api_listen = config.api_listen;
+    let node = Node::start(config)
+        .await
+        .map_err(|e| format!("{} ({})", e, e.code()))?;
+    let listener = TcpListener::bind(api_listen)
+        .await
+        .map_err(|e| format!("cannot listen on {api_listen}: {e}"))?;
+    let app = capstan_rest_api::router(Arc::new(NodeControlPlane::new(node.clone())));
+    info!(api = %api_listen, "rest api listening");
+    let stop = shutdown_signal();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+        .map_err(|e| format!("api server failed: {e}"))?;
+    info!(node = node.id, "shutting down: releasing the lease");
+    node.shutdown().await;
+    Ok(())
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

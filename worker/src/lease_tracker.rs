@@ -1,0 +1,120 @@
+//! Worker liveness as the Raft leader sees it (see docs/adr/0004-worker-liveness.md).
+//!
+//! Every worker renews its lease by committing a `RenewLease` command through Raft; the
+//! replicated state counts renewals per worker. The leader samples those counters and notes,
+//! on its own monotonic clock, when each worker's counter last moved. A worker is live while
+//! that moment is no older than `lease + margin`. A newly elected leader has seen nothing yet,
+//! so it treats every member as live for one `lease + margin` from its own start of tracking:
+//! it never moves a pipeline on evidence it has not had time to gather.
+//!
+//! Pure: the caller passes `now`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use capstan_raft_store::NodeId;
+
+/// Last observed renewal of each worker.
+#[derive(Debug)]
+pub struct LeaseTracker {
+    expiry: Duration,
+    started: Instant,
+    seen: BTreeMap<NodeId, (u64, Instant)>,
+}
+
+impl LeaseTracker {
+    /// A tracker started at `now` whose leases expire after `expiry` (lease + margin).
+    pub fn new(expiry: Duration, now: Instant) -> Self {
+        LeaseTracker {
+            expiry,
+            started: now,
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// Records the replicated renewal counters as of `now`. `released` workers (shut down
+    /// cleanly) are forgotten so they are not live.
+    pub fn observe(
+        &mut self,
+        renewals: &BTreeMap<NodeId, u64>,
+        released: &BTreeSet<NodeId>,
+        now: Instant,
+    ) {
+        for (&node, &count) in renewals {
+            match self.seen.get(&node) {
+                Some(&(seen, _)) if seen == count => {}
+                _ => {
+                    self.seen.insert(node, (count, now));
+                }
+            }
+        }
+        for node in released {
+            self.seen.remove(node);
+        }
+    }
+
+    /// The members whose lease is live at `now`. `released` workers are never live.
+    pub fn live(
+        &self,
+        members: impl IntoIterator<Item = NodeId>,
+        released: &BTreeSet<NodeId>,
+        now: Instant,
+    ) -> BTreeSet<NodeId> {
+        let in_grace = now.saturating_duration_since(self.started) <= self.expiry;
+        members
+            .into_iter()
+            .filter(|n| !released.contains(n))
+            .filter(|n| match self.seen.get(n) {
+                Some(&(_, at)) => now.saturating_duration_since(at) <= self.expiry,
+                None => in_grace,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXPIRY: Duration = Duration::from_millis(2000);
+
+    fn counts(v: &[(NodeId, u64)]) -> BTreeMap<NodeId, u64> {
+        v.iter().copied().collect()
+    }
+
+    #[test]
+    fn a_worker_that_stops_renewing_expires() {
+        let t0 = Instant::now();
+        let none = BTreeSet::new();
+        let mut t = LeaseTracker::new(EXPIRY, t0);
+        t.observe(&counts(&[(1, 5), (2, 7)]), &none, t0);
+        let t1 = t0 + Duration::from_millis(1500);
+        t.observe(&counts(&[(1, 6), (2, 7)]), &none, t1);
+        let t2 = t0 + Duration::from_millis(2100);
+        assert_eq!(t.live([1, 2], &none, t2), [1].into());
+        assert_eq!(
+            t.live([1, 2], &none, t0 + Duration::from_millis(1900)),
+            [1, 2].into()
+        );
+    }
+
+    #[test]
+    fn a_new_leader_grants_a_grace_period_to_unseen_members() {
+        let t0 = Instant::now();
+        let none = BTreeSet::new();
+        let t = LeaseTracker::new(EXPIRY, t0);
+        assert_eq!(t.live([1, 2, 3], &none, t0 + EXPIRY), [1, 2, 3].into());
+        assert!(t
+            .live([1, 2, 3], &none, t0 + EXPIRY + Duration::from_millis(1))
+            .is_empty());
+    }
+
+    #[test]
+    fn released_workers_are_never_live() {
+        let t0 = Instant::now();
+        let mut t = LeaseTracker::new(EXPIRY, t0);
+        let released: BTreeSet<NodeId> = [2].into();
+        t.observe(&counts(&[(1, 1), (2, 1)]), &released, t0);
+        assert_eq!(t.live([1, 2], &released, t0), [1].into());
+    }
+}

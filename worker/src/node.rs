@@ -1,0 +1,408 @@
+//! One worker node: its Raft instance over RocksDB, the Raft RPC server, the leader's
+//! scheduler loop and the lease renewal loop. Wiring only; the decisions live in
+//! [`crate::scheduler`], [`crate::lease_tracker`] and [`crate::owner_lease`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+use capstan_raft_store::{
+    ClusterState, Command, NodeId, NodeInfo, Response, SharedClusterState, Store,
+};
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{ChangeMembers, ServerState};
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::lease_tracker::LeaseTracker;
+use crate::owner_lease::OwnerLease;
+use crate::raft_network::HttpRaftNetworkFactory;
+use crate::raft_service;
+use crate::scheduler;
+use crate::worker_config::CheckedWorkerConfig;
+
+/// The Raft handle of a worker.
+pub type Raft = capstan_raft_store::type_config::Raft;
+
+/// How often the leader re-plans ownership.
+const SCHEDULE_EVERY: Duration = Duration::from_millis(200);
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The data directory or the RocksDB store could not be opened.
+    #[error("cannot open the store: {0}")]
+    Store(String),
+    /// openraft refused the configuration or failed to start.
+    #[error("raft failed to start: {0}")]
+    Raft(String),
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}: {reason}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// The OS error.
+        reason: String,
+    },
+}
+
+impl NodeError {
+    /// A stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            NodeError::Store(_) => "store_open_failed",
+            NodeError::Raft(_) => "raft_start_failed",
+            NodeError::Bind { .. } => "listen_failed",
+        }
+    }
+}
+
+/// Why a replicated write did not happen.
+#[derive(Debug, Clone, thiserror::Error, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "error_code", content = "message", rename_all = "snake_case")]
+pub enum WriteError {
+    /// No leader is known (an election is running, or there is no quorum).
+    #[error("no raft leader is known; the cluster may lack a quorum")]
+    NoLeader,
+    /// The leader is known but could not be reached.
+    #[error("the raft leader could not be reached: {0}")]
+    LeaderUnreachable(String),
+    /// The node that was asked is not the leader (a forwarded write raced an election).
+    #[error("this node is not the raft leader")]
+    NotLeader,
+    /// Raft failed for another reason.
+    #[error("raft write failed: {0}")]
+    Raft(String),
+}
+
+impl WriteError {
+    /// A stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            WriteError::NoLeader => "no_leader",
+            WriteError::LeaderUnreachable(_) => "leader_unreachable",
+            WriteError::NotLeader => "not_leader",
+            WriteError::Raft(_) => "raft_error",
+        }
+    }
+
+    /// True when the write may succeed if retried later (no quorum now, leader changing).
+    pub fn is_retriable(&self) -> bool {
+        !matches!(self, WriteError::Raft(_))
+    }
+}
+
+/// A running worker node.
+pub struct Node {
+    /// This node's id.
+    pub id: NodeId,
+    /// The Raft instance.
+    pub raft: Raft,
+    /// The applied cluster state (read-only view).
+    pub state: SharedClusterState,
+    /// The node's configuration.
+    pub config: CheckedWorkerConfig,
+    http: reqwest::Client,
+    lease: Mutex<OwnerLease>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Node {
+    /// Opens the store, starts Raft and the RPC server, initialises a fresh cluster when this
+    /// node is the lowest-id initial member, and starts the lease and scheduler loops.
+    pub async fn start(config: CheckedWorkerConfig) -> Result<Arc<Node>, NodeError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| NodeError::Store(e.to_string()))?;
+        let (log_store, state_machine) = Store::open(config.data_dir.join("raft"))
+            .map_err(|e| NodeError::Store(e.to_string()))?;
+        let state = state_machine.cluster_state();
+        let raft_config = openraft::Config {
+            cluster_name: "capstan".into(),
+            heartbeat_interval: millis(config.heartbeat_interval),
+            election_timeout_min: millis(config.election_timeout.0),
+            election_timeout_max: millis(config.election_timeout.1),
+            install_snapshot_timeout: millis(config.rpc_timeout) * 10,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(5_000),
+            max_in_snapshot_log_to_keep: 1_000,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| NodeError::Raft(e.to_string()))?;
+        let network = HttpRaftNetworkFactory::new(config.node_id, config.rpc_timeout)
+            .map_err(|e| NodeError::Raft(e.to_string()))?;
+        let raft = Raft::new(
+            config.node_id,
+            Arc::new(raft_config),
+            network,
+            log_store,
+            state_machine,
+        )
+        .await
+        .map_err(|e| NodeError::Raft(e.to_string()))?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.rpc_timeout)
+            .timeout(config.rpc_timeout * 3)
+            .build()
+            .map_err(|e| NodeError::Raft(e.to_string()))?;
+        let (shutdown, _) = watch::channel(false);
+        let node = Arc::new(Node {
+            id: config.node_id,
+            raft: raft.clone(),
+            state,
+            lease: Mutex::new(OwnerLease::new(config.lease)),
+            config,
+            http,
+            shutdown,
+        });
+
+        let listener = TcpListener::bind(node.config.raft_listen)
+            .await
+            .map_err(|e| NodeError::Bind {
+                addr: node.config.raft_listen.to_string(),
+                reason: e.to_string(),
+            })?;
+        let app = raft_service::router(raft).merge(
+            Router::new()
+                .route("/raft/write", post(forwarded_write))
+                .with_state(node.clone()),
+        );
+        let mut stop = node.shutdown.subscribe();
+        tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                })
+                .await;
+            if let Err(e) = served {
+                warn!(error = %e, "raft rpc server stopped");
+            }
+        });
+
+        node.initialize_if_first().await?;
+        tokio::spawn(renew_leases(node.clone()));
+        tokio::spawn(schedule(node.clone()));
+        info!(node = node.id, raft = %node.config.raft_listen, "worker node started");
+        Ok(node)
+    }
+
+    async fn initialize_if_first(&self) -> Result<(), NodeError> {
+        let members = &self.config.initial_members;
+        if members.first().is_none_or(|m| m.id != self.id) {
+            return Ok(());
+        }
+        let initialized = self
+            .raft
+            .is_initialized()
+            .await
+            .map_err(|e| NodeError::Raft(e.to_string()))?;
+        if initialized {
+            return Ok(());
+        }
+        let map: BTreeMap<NodeId, NodeInfo> = members
+            .iter()
+            .map(|m| {
+                (
+                    m.id,
+                    NodeInfo {
+                        raft_addr: m.raft.clone(),
+                        api_addr: m.api.clone(),
+                    },
+                )
+            })
+            .collect();
+        info!(
+            node = self.id,
+            members = map.len(),
+            "initialising a new cluster"
+        );
+        match self.raft.initialize(map).await {
+            Ok(()) => Ok(()),
+            // another start already initialised it
+            Err(RaftError::APIError(_)) => Ok(()),
+            Err(e) => Err(NodeError::Raft(e.to_string())),
+        }
+    }
+
+    /// Applies `command` through Raft, forwarding it to the leader when this node is not.
+    pub async fn write(&self, command: Command) -> Result<Response, WriteError> {
+        match self.write_local(command.clone()).await {
+            Err(WriteError::NotLeader) => {}
+            other => return other,
+        }
+        let leader = self.leader_info().ok_or(WriteError::NoLeader)?;
+        let reply = self
+            .http
+            .post(format!("http://{}/raft/write", leader.raft_addr))
+            .json(&command)
+            .send()
+            .await
+            .map_err(|e| WriteError::LeaderUnreachable(e.without_url().to_string()))?;
+        let result: Result<Response, WriteError> = reply
+            .json()
+            .await
+            .map_err(|e| WriteError::LeaderUnreachable(e.without_url().to_string()))?;
+        result
+    }
+
+    /// Applies `command` if this node is the leader; `NotLeader` otherwise.
+    pub async fn write_local(&self, command: Command) -> Result<Response, WriteError> {
+        match self.raft.client_write(command).await {
+            Ok(r) => Ok(r.data),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
+                Err(WriteError::NotLeader)
+            }
+            Err(e) => Err(WriteError::Raft(e.to_string())),
+        }
+    }
+
+    /// The current leader's id and addresses, if known.
+    pub fn leader_info(&self) -> Option<NodeInfo> {
+        let m = self.raft.metrics().borrow().clone();
+        let leader = m.current_leader?;
+        m.membership_config.membership().get_node(&leader).cloned()
+    }
+
+    /// True while this node has reached a quorum within its lease: the condition for acting
+    /// as a pipeline owner.
+    pub fn holds_lease(&self) -> bool {
+        self.lease
+            .lock()
+            .map(|l| l.is_valid(Instant::now()))
+            .unwrap_or(false)
+    }
+
+    /// Adds a worker: first as a learner (it catches up), then as a voter.
+    pub async fn add_member(&self, id: NodeId, info: NodeInfo) -> Result<(), WriteError> {
+        self.raft
+            .add_learner(id, info, true)
+            .await
+            .map_err(membership_error)?;
+        self.raft
+            .change_membership(ChangeMembers::AddVoterIds([id].into()), false)
+            .await
+            .map_err(membership_error)?;
+        Ok(())
+    }
+
+    /// Removes a worker from the voters and from the cluster.
+    pub async fn remove_member(&self, id: NodeId) -> Result<(), WriteError> {
+        let ids: BTreeSet<NodeId> = [id].into();
+        self.raft
+            .change_membership(ChangeMembers::RemoveVoters(ids.clone()), false)
+            .await
+            .map_err(membership_error)?;
+        self.raft
+            .change_membership(ChangeMembers::RemoveNodes(ids), false)
+            .await
+            .map_err(membership_error)?;
+        Ok(())
+    }
+
+    /// Releases this worker's lease so the leader moves its pipelines at once, then stops the
+    /// node's servers and Raft.
+    pub async fn shutdown(&self) {
+        if let Err(e) = self.write(Command::ReleaseLease { node: self.id }).await {
+            warn!(node = self.id, error = %e, "could not release the lease before shutdown");
+        }
+        let _ = self.shutdown.send(true);
+        if let Err(e) = self.raft.shutdown().await {
+            warn!(node = self.id, error = %e, "raft shutdown failed");
+        }
+    }
+
+    fn is_stopping(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+fn membership_error(e: RaftError<NodeId, ClientWriteError<NodeId, NodeInfo>>) -> WriteError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => WriteError::NotLeader,
+        other => WriteError::Raft(other.to_string()),
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+async fn forwarded_write(
+    State(node): State<Arc<Node>>,
+    Json(command): Json<Command>,
+) -> Json<Result<Response, WriteError>> {
+    Json(node.write_local(command).await)
+}
+
+/// Renews this worker's lease every quarter lease; a committed renewal confirms the lease from
+/// the moment it was sent.
+async fn renew_leases(node: Arc<Node>) {
+    let every = node.config.lease / 4;
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while !node.is_stopping() {
+        tick.tick().await;
+        let sent = Instant::now();
+        match node.write(Command::RenewLease { node: node.id }).await {
+            Ok(_) => {
+                if let Ok(mut l) = node.lease.lock() {
+                    l.confirmed(sent);
+                }
+            }
+            Err(e) => debug!(node = node.id, error = %e, "lease renewal failed"),
+        }
+    }
+}
+
+/// On the leader: track leases and propose the scheduler's plan.
+async fn schedule(node: Arc<Node>) {
+    let expiry = node.config.lease + node.config.lease / 4;
+    let mut tracker: Option<LeaseTracker> = None;
+    let mut tick = tokio::time::interval(SCHEDULE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while !node.is_stopping() {
+        tick.tick().await;
+        let metrics = node.raft.metrics().borrow().clone();
+        if metrics.state != ServerState::Leader {
+            tracker = None;
+            continue;
+        }
+        let now = Instant::now();
+        let tracker = tracker.get_or_insert_with(|| LeaseTracker::new(expiry, now));
+        let state: ClusterState = node.state.snapshot();
+        let released = state.released_nodes();
+        tracker.observe(state.lease_renewals(), &released, now);
+        let members = metrics
+            .membership_config
+            .membership()
+            .nodes()
+            .map(|(id, _)| *id)
+            .collect::<Vec<_>>();
+        let live = tracker.live(members, &released, now);
+        for command in scheduler::plan(&state, &live) {
+            if let Command::AssignOwner {
+                pipeline,
+                node: owner,
+                epoch,
+            } = &command
+            {
+                info!(pipeline = %pipeline, owner = *owner, epoch = *epoch, "assigning pipeline");
+            }
+            if let Err(e) = node.write_local(command).await {
+                debug!(error = %e, "scheduler proposal failed");
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! `worker.toml`: one worker node's settings. Parsed with `deny_unknown_fields` (a misspelled
+//! key is refused with its name), then [`WorkerConfig::validate`] checks it without any I/O and
+//! returns a [`CheckedWorkerConfig`] the node is built from.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// A worker's configuration file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerConfig {
+    /// This node's Raft id: a positive integer, unique in the cluster, never reused.
+    pub node_id: u64,
+    /// Directory for this node's RocksDB (Raft log and state machine). Created if absent.
+    pub data_dir: PathBuf,
+    /// Address the Raft RPC server listens on.
+    pub raft_listen: SocketAddr,
+    /// Address the REST API listens on.
+    pub api_listen: SocketAddr,
+    /// The members a fresh cluster is initialised with (including this node). The node with
+    /// the lowest id initialises the cluster once; a node that is not listed starts empty and
+    /// waits to be added with `POST /cluster/members`.
+    #[serde(default)]
+    pub initial_members: Vec<MemberConfig>,
+    /// How long an owner may go without reaching a Raft quorum before it stops its pipelines
+    /// on its own, and after which the leader may move them (milliseconds).
+    #[serde(default = "default_lease_ms")]
+    pub lease_ms: u64,
+    /// Raft heartbeat interval (milliseconds).
+    #[serde(default = "default_heartbeat_ms")]
+    pub heartbeat_interval_ms: u64,
+    /// Lower bound of the Raft election timeout (milliseconds).
+    #[serde(default = "default_election_min_ms")]
+    pub election_timeout_min_ms: u64,
+    /// Upper bound of the Raft election timeout (milliseconds).
+    #[serde(default = "default_election_max_ms")]
+    pub election_timeout_max_ms: u64,
+    /// Timeout of one Raft RPC (milliseconds).
+    #[serde(default = "default_rpc_timeout_ms")]
+    pub rpc_timeout_ms: u64,
+}
+
+/// One member of the initial cluster.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MemberConfig {
+    /// The member's node id.
+    pub id: u64,
+    /// The member's Raft address (`host:port`).
+    pub raft: String,
+    /// The member's API address (`host:port`).
+    pub api: String,
+}
+
+fn default_lease_ms() -> u64 {
+    2_000
+}
+fn default_heartbeat_ms() -> u64 {
+    150
+}
+fn default_election_min_ms() -> u64 {
+    500
+}
+fn default_election_max_ms() -> u64 {
+    1_000
+}
+fn default_rpc_timeout_ms() -> u64 {
+    500
+}
+
+/// Why a worker configuration was refused. Each names the offending field.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WorkerConfigError {
+    /// The TOML did not parse or did not match the schema (unknown key, wrong type, missing
+    /// field); the parser's message names the key.
+    #[error("invalid worker config: {0}")]
+    Syntax(String),
+    /// A field has a value outside its allowed range.
+    #[error("invalid worker config: field `{field}`: {reason}")]
+    Invalid {
+        /// The field, as written in the file.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+}
+
+impl WorkerConfigError {
+    /// A stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            WorkerConfigError::Syntax(_) => "config_syntax",
+            WorkerConfigError::Invalid { .. } => "config_invalid",
+        }
+    }
+}
+
+/// A validated worker configuration.
+#[derive(Clone, Debug)]
+pub struct CheckedWorkerConfig {
+    /// This node's id.
+    pub node_id: u64,
+    /// RocksDB directory.
+    pub data_dir: PathBuf,
+    /// Raft listen address.
+    pub raft_listen: SocketAddr,
+    /// API listen address.
+    pub api_listen: SocketAddr,
+    /// The initial members, sorted by id; empty when the node joins an existing cluster.
+    pub initial_members: Vec<MemberConfig>,
+    /// Ownership lease.
+    pub lease: Duration,
+    /// Raft heartbeat interval.
+    pub heartbeat_interval: Duration,
+    /// Election timeout bounds.
+    pub election_timeout: (Duration, Duration),
+    /// One Raft RPC's timeout.
+    pub rpc_timeout: Duration,
+}
+
+impl WorkerConfig {
+    /// Parses TOML text.
+    pub fn from_toml(text: &str) -> Result<Self, WorkerConfigError> {
+        toml::from_str(text).map_err(|e| WorkerConfigError::Syntax(e.message().to_string()))
+    }
+
+    /// Checks every field without I/O.
+    pub fn validate(self) -> Result<CheckedWorkerConfig, WorkerConfigError> {
+        let invalid = |field, reason| Err(WorkerConfigError::Invalid { field, reason });
+        if self.node_id == 0 {
+            return invalid("node_id", "must be a positive integer");
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return invalid("data_dir", "must not be empty");
+        }
+        if self.raft_listen == self.api_listen {
+            return invalid("api_listen", "must differ from raft_listen");
+        }
+        if self.heartbeat_interval_ms == 0 {
+            return invalid("heartbeat_interval_ms", "must be positive");
+        }
+        if self.election_timeout_min_ms <= self.heartbeat_interval_ms {
+            return invalid(
+                "election_timeout_min_ms",
+                "must exceed heartbeat_interval_ms",
+            );
+        }
+        if self.election_timeout_max_ms <= self.election_timeout_min_ms {
+            return invalid(
+                "election_timeout_max_ms",
+                "must exceed election_timeout_min_ms",
+            );
+        }
+        if self.lease_ms <= self.election_timeout_max_ms {
+            return invalid(
+                "lease_ms",
+                "must exceed election_timeout_max_ms, or a leader change would expire leases",
+            );
+        }
+        if self.rpc_timeout_ms == 0 || self.rpc_timeout_ms >= self.lease_ms {
+            return invalid("rpc_timeout_ms", "must be positive and below lease_ms");
+        }
+        let mut members = self.initial_members.clone();
+        members.sort_by_key(|m| m.id);
+        let mut ids = BTreeSet::new();
+        for m in &members {
+            if m.id == 0 {
+                return invalid("initial_members.id", "must be a positive integer");
+            }
+            if !ids.insert(m.id) {
+                return invalid("initial_members.id", "appears twice");
+            }
+            if !is_host_port(&m.raft) {
+                return invalid("initial_members.raft", "must be host:port");
+            }
+            if !is_host_port(&m.api) {
+                return invalid("initial_members.api", "must be host:port");
+            }
+        }
+        if !members.is_empty() && !ids.contains(&self.node_id) {
+            return invalid(
+                "initial_members",
+                "must include this node_id when given (leave it empty to join a running cluster)",
+            );
+        }
+        Ok(CheckedWorkerConfig {
+            node_id: self.node_id,
+            data_dir: self.data_dir,
+            raft_listen: self.raft_listen,
+            api_listen: self.api_listen,
+            initial_members: members,
+            lease: Duration::from_millis(self.lease_ms),
+            heartbeat_interval: Duration::from_millis(self.heartbeat_interval_ms),
+            election_timeout: (
+                Duration::from_millis(self.election_timeout_min_ms),
+                Duration::from_millis(self.election_timeout_max_ms),
+            ),
+            rpc_timeout: Duration::from_millis(self.rpc_timeout_ms),
+        })
+    }
+}
+
+/// `host:port` with a non-empty host and a numeric port.
+fn is_host_port(s: &str) -> bool {
+    match s.rsplit_once(':') {
+        Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+        node_id = 2
+        data_dir = "/tmp/capstan/n2"
+        raft_listen = "127.0.0.1:7102"
+        api_listen = "127.0.0.1:8102"
+        initial_members = [
+            { id = 1, raft = "127.0.0.1:7101", api = "127.0.0.1:8101" },
+            { id = 2, raft = "127.0.0.1:7102", api = "127.0.0.1:8102" },
+        ]
+    "#;
+
+    #[test]
+    fn a_good_config_validates_with_defaults() {
+        let c = WorkerConfig::from_toml(GOOD).unwrap().validate().unwrap();
+        assert_eq!(c.node_id, 2);
+        assert_eq!(c.lease, Duration::from_secs(2));
+        assert_eq!(c.initial_members.len(), 2);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_by_name() {
+        let e = WorkerConfig::from_toml(&format!("{GOOD}\nlease = 5\n")).unwrap_err();
+        assert!(e.to_string().contains("unknown field `lease`"), "{e}");
+        let text = GOOD.replace("api = \"127.0.0.1:8101\"", "apii = \"x\"");
+        let e = WorkerConfig::from_toml(&text).unwrap_err();
+        assert!(e.to_string().contains("`apii`"), "{e}");
+    }
+
+    #[test]
+    fn wrong_types_and_missing_fields_name_the_field() {
+        let e =
+            WorkerConfig::from_toml(&GOOD.replace("node_id = 2", "node_id = \"two\"")).unwrap_err();
+        assert_eq!(e.code(), "config_syntax");
+        let e = WorkerConfig::from_toml(&GOOD.replace("node_id = 2", "")).unwrap_err();
+        assert!(e.to_string().contains("node_id"), "{e}");
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let check = |from: &str, to: &str, field: &str| {
+            let e = WorkerConfig::from_toml(&GOOD.replace(from, to))
+                .unwrap()
+                .validate()
+                .unwrap_err();
+            assert!(e.to_string().contains(field), "{e} should name {field}");
+        };
+        check("node_id = 2", "node_id = 0", "node_id");
+        check("node_id = 2", "node_id = 3", "initial_members");
+        check("8102\"\n", "7102\"\n", "api_listen");
+        check("data_dir", "lease_ms = 1000\ndata_dir", "lease_ms");
+        check("{ id = 1,", "{ id = 2,", "initial_members.id");
+        check(
+            "raft = \"127.0.0.1:7101\"",
+            "raft = \"nohost\"",
+            "initial_members.raft",
+        );
+    }
+}
