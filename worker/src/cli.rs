@@ -28,12 +28,38 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Development helpers.
+    Dev {
+        #[command(subcommand)]
+        command: DevCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum DevCommand {
+    /// Host librdkafka's mock Kafka cluster (the real Kafka protocol, in memory) for tests and
+    /// the quickstart: prints its bootstrap address on one line and runs until interrupted.
+    /// Not a production broker: it keeps nothing on disk and writes no transaction markers.
+    Kafka {
+        /// Number of brokers.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=9))]
+        brokers: i32,
+    },
 }
 
 /// Runs the chosen subcommand; the error is a message for the terminal.
 pub async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Worker { config } => worker(config).await,
+        Command::Dev {
+            command: DevCommand::Kafka { brokers },
+        } => {
+            init_tracing();
+            let mut out = std::io::stdout();
+            capstan_kafka::dev_cluster::run_dev_cluster(brokers, &mut out)
+                .await
+                .map_err(|e| format!("{e} ({})", e.code()))
+        }
     }
 }
 
