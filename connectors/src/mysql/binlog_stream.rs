@@ -32,7 +32,7 @@ use capstan_core::position::{Flavor, Position};
 
 use super::assembler::{AssemblerConfig, AssemblerOutput, TransactionAssembler};
 use super::connect::SourceClient;
-use super::dump::{check_resume, classify_dump_error, request_dump, StartPosition};
+use super::dump::{check_resume, classify_dump_error, StartPosition};
 use super::event_reader::EventReader;
 use super::replica_conn::{Frame, ReplicaConn};
 use super::source_config::ValidSourceConfig;
@@ -85,10 +85,7 @@ impl BinlogSource {
         loop {
             attempts += 1;
             match Self::first_connect(&config, &start).await {
-                Ok((client, position, live)) => {
-                    let flavor = client.flavor();
-                    let server_version = client.server_version().to_string();
-                    client.close().await;
+                Ok((flavor, server_version, position, live)) => {
                     return Ok(BinlogSource {
                         config,
                         assembler: TransactionAssembler::new(assembler),
@@ -121,7 +118,7 @@ impl BinlogSource {
     async fn first_connect(
         config: &ValidSourceConfig,
         start: &StartPosition,
-    ) -> Result<(SourceClient, Position, Live), SourceError> {
+    ) -> Result<(Flavor, String, Position, Live), SourceError> {
         let mut client = SourceClient::open(config, config.stream_timeout).await?;
         let server = client.positions().await?;
         let position = match start {
@@ -132,23 +129,23 @@ impl BinlogSource {
             return Err(SourceError::PositionFlavorMismatch);
         }
         check_resume(&position, &server)?;
-        let live = Self::dump(config, client.flavor(), &position).await?;
-        Ok((client, position, live))
+        let flavor = client.flavor();
+        let version = client.server_version().to_string();
+        let live = Self::dump(client, config, &position).await?;
+        Ok((flavor, version, position, live))
     }
 
     async fn dump(
+        client: SourceClient,
         config: &ValidSourceConfig,
-        flavor: Flavor,
         position: &Position,
     ) -> Result<Live, SourceError> {
-        let mut conn = ReplicaConn::connect(config, config.stream_timeout).await?;
-        request_dump(
-            &mut conn,
-            config.server_id,
-            config.heartbeat_period,
-            position,
-        )
-        .await?;
+        let flavor = client.flavor();
+        let conn = tokio::time::timeout(config.stream_timeout, client.into_dump(config, position))
+            .await
+            .map_err(|_| SourceError::Io {
+                kind: "dump request timed out".to_string(),
+            })??;
         let mut reader = EventReader::new();
         reader.set_flavor(flavor);
         Ok(Live { conn, reader })
@@ -289,7 +286,6 @@ impl BinlogSource {
         }
         let server = client.positions().await?;
         check_resume(&self.position, &server)?;
-        client.close().await;
-        Self::dump(&self.config, self.flavor, &self.position).await
+        Self::dump(client, &self.config, &self.position).await
     }
 }

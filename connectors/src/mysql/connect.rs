@@ -1,18 +1,17 @@
-//! [`SourceClient`]: the query connection (mysql_async, rustls) opened at every connect. It
-//! detects the server flavour, checks the preconditions, and reads the positions the dump is
-//! planned from. The dump itself runs on a separate connection
-//! ([`ReplicaConn`](super::replica_conn)).
+//! [`SourceClient`]: one connection to the source, opened at every connect. It detects the
+//! server flavour, checks the preconditions and reads the positions the dump is planned
+//! from, then becomes the dump connection ([`SourceClient::into_dump`]).
 
 use std::time::Duration;
 
-use capstan_core::position::{Flavor, GtidSet, MariadbGtidPosition};
-use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts, OptsBuilder, SslOpts};
+use capstan_core::position::{Flavor, GtidSet, MariadbGtidPosition, Position};
 
-use super::dump::ServerPositions;
+use super::dump::{request_dump, ServerPositions};
 use super::preconditions::ServerSettings;
-use super::source_config::{FlavorChoice, TlsChoice, ValidSourceConfig};
+use super::replica_conn::ReplicaConn;
+use super::source_config::{FlavorChoice, ValidSourceConfig};
 use super::source_error::SourceError;
+use super::text_query::{query_first, query_rows};
 
 /// The flavour a server version string announces.
 pub fn detect_flavor(version: &str) -> Flavor {
@@ -23,48 +22,53 @@ pub fn detect_flavor(version: &str) -> Flavor {
     }
 }
 
-/// A query connection to the source, preconditions checked.
+/// A connection to the source, flavour known and preconditions checked.
 #[derive(Debug)]
 pub struct SourceClient {
-    conn: Conn,
+    conn: ReplicaConn,
     flavor: Flavor,
     server_version: String,
 }
 
 impl SourceClient {
-    /// Connects (within `timeout`), detects the flavour (refusing one the configuration
-    /// excludes) and checks the preconditions.
+    /// Connects and authenticates (within `timeout`), detects the flavour (refusing one the
+    /// configuration excludes) and checks the preconditions.
     pub async fn open(
         config: &ValidSourceConfig,
         timeout: Duration,
     ) -> Result<SourceClient, SourceError> {
-        let conn = tokio::time::timeout(timeout, Conn::new(opts(config)))
+        tokio::time::timeout(timeout, Self::open_inner(config))
             .await
             .map_err(|_| SourceError::Io {
                 kind: "connect timed out".to_string(),
-            })??;
-        let mut client = SourceClient {
-            conn,
-            flavor: Flavor::Mysql,
-            server_version: String::new(),
-        };
-        let version: Option<String> = client.conn.query_first("SELECT VERSION()").await?;
-        client.server_version = version.ok_or(SourceError::PreconditionQueryFailed)?;
-        client.flavor = detect_flavor(&client.server_version);
+            })?
+    }
+
+    async fn open_inner(config: &ValidSourceConfig) -> Result<SourceClient, SourceError> {
+        let mut conn = ReplicaConn::connect(config).await?;
+        let server_version = query_first(&mut conn, "SELECT VERSION()")
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        let flavor = detect_flavor(&server_version);
         let configured = match config.flavor {
-            FlavorChoice::Detect => client.flavor,
+            FlavorChoice::Detect => flavor,
             FlavorChoice::Mysql => Flavor::Mysql,
             FlavorChoice::Mariadb => Flavor::Mariadb,
         };
-        if configured != client.flavor {
+        if configured != flavor {
             return Err(SourceError::FlavorMismatch {
                 configured: configured.as_str(),
-                actual: client.flavor.as_str(),
+                actual: flavor.as_str(),
             });
         }
-        ServerSettings::read(&mut client.conn, client.flavor)
-            .await?
-            .check()?;
+        let mut client = SourceClient {
+            conn,
+            flavor,
+            server_version,
+        };
+        client.settings().await?.check()?;
         Ok(client)
     }
 
@@ -78,9 +82,15 @@ impl SourceClient {
         &self.server_version
     }
 
-    /// The underlying connection, for callers that need other queries.
-    pub fn conn(&mut self) -> &mut Conn {
-        &mut self.conn
+    /// Reads the precondition settings (as checked at connect).
+    pub async fn settings(&mut self) -> Result<ServerSettings, SourceError> {
+        let row = query_first(&mut self.conn, ServerSettings::query(self.flavor))
+            .await
+            .map_err(|e| match e {
+                SourceError::QueryFailed { .. } => SourceError::PreconditionQueryFailed,
+                other => other,
+            })?;
+        ServerSettings::from_row(self.flavor, row)
     }
 
     /// Everything the dump is planned from: MySQL `gtid_executed` and `gtid_purged`;
@@ -88,43 +98,63 @@ impl SourceClient {
     pub async fn positions(&mut self) -> Result<ServerPositions, SourceError> {
         match self.flavor {
             Flavor::Mysql => {
-                let row: Option<(String, String)> = self
-                    .conn
-                    .query_first("SELECT @@global.gtid_executed, @@global.gtid_purged")
-                    .await?;
-                let (executed, purged) = row.ok_or(SourceError::PreconditionQueryFailed)?;
+                let row = query_first(
+                    &mut self.conn,
+                    "SELECT @@global.gtid_executed, @@global.gtid_purged",
+                )
+                .await?;
+                let [executed, purged]: [String; 2] = row
+                    .try_into()
+                    .map_err(|_| SourceError::PreconditionQueryFailed)?;
                 Ok(ServerPositions::Mysql {
                     executed: parse_gtid_set(&executed)?,
                     purged: parse_gtid_set(&purged)?,
                 })
             }
             Flavor::Mariadb => {
-                let pos: Option<String> = self
-                    .conn
-                    .query_first("SELECT @@global.gtid_binlog_pos")
-                    .await?;
-                let binlog_pos = parse_mariadb(&pos.unwrap_or_default())?;
-                let logs: Vec<mysql_async::Row> = self.conn.query("SHOW BINARY LOGS").await?;
-                let first: Option<String> = logs.first().and_then(|r| r.get(0));
+                let pos = query_first(&mut self.conn, "SELECT @@global.gtid_binlog_pos").await?;
+                let binlog_pos = parse_mariadb(pos.first().map_or("", String::as_str))?;
+                let logs = query_rows(&mut self.conn, "SHOW BINARY LOGS")
+                    .await
+                    .map_err(|_| SourceError::PreconditionQueryFailed)?;
+                let first = logs.first().and_then(|r| r.first().cloned().flatten());
                 let oldest = match first {
                     None => MariadbGtidPosition::new(),
-                    Some(file) => {
-                        let state: Option<Option<String>> = self
-                            .conn
-                            .exec_first("SELECT BINLOG_GTID_POS(?, 4)", (file,))
-                            .await?;
-                        parse_mariadb(&state.flatten().unwrap_or_default())?
+                    Some(file) if is_plain_file_name(&file) => {
+                        let sql = format!("SELECT BINLOG_GTID_POS('{file}', 4)");
+                        let state = query_first(&mut self.conn, &sql).await?;
+                        parse_mariadb(state.first().map_or("", String::as_str))?
                     }
+                    Some(_) => return Err(SourceError::PreconditionQueryFailed),
                 };
                 Ok(ServerPositions::Mariadb { binlog_pos, oldest })
             }
         }
     }
 
-    /// Closes the connection (best effort).
-    pub async fn close(self) {
-        let _ = self.conn.disconnect().await;
+    /// Turns this connection into the dump stream from `position`.
+    pub(crate) async fn into_dump(
+        mut self,
+        config: &ValidSourceConfig,
+        position: &Position,
+    ) -> Result<ReplicaConn, SourceError> {
+        request_dump(
+            &mut self.conn,
+            config.server_id,
+            config.heartbeat_period,
+            position,
+        )
+        .await?;
+        Ok(self.conn)
     }
+}
+
+/// A binlog file name safe to quote: the server's own names are `[A-Za-z0-9._-]`.
+fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 fn parse_gtid_set(text: &str) -> Result<GtidSet, SourceError> {
@@ -135,32 +165,6 @@ fn parse_gtid_set(text: &str) -> Result<GtidSet, SourceError> {
 fn parse_mariadb(text: &str) -> Result<MariadbGtidPosition, SourceError> {
     text.parse()
         .map_err(|_| SourceError::PreconditionQueryFailed)
-}
-
-/// mysql_async options for `config`: same host, account and TLS choice as the dump
-/// connection, no pool, no socket shortcut.
-fn opts(config: &ValidSourceConfig) -> Opts {
-    let ssl = match &config.tls {
-        TlsChoice::Disabled => None,
-        TlsChoice::VerifyNone => Some(
-            SslOpts::default()
-                .with_danger_accept_invalid_certs(true)
-                .with_danger_skip_domain_validation(true),
-        ),
-        TlsChoice::VerifyCa(ca) => Some(
-            SslOpts::default()
-                .with_root_certs(vec![ca.clone().into()])
-                .with_danger_skip_domain_validation(true),
-        ),
-    };
-    OptsBuilder::default()
-        .ip_or_hostname(config.host.clone())
-        .tcp_port(config.port)
-        .user(Some(config.user.clone()))
-        .pass(Some(config.password.expose().to_string()))
-        .prefer_socket(false)
-        .ssl_opts(ssl)
-        .into()
 }
 
 #[cfg(test)]
@@ -176,5 +180,7 @@ mod tests {
             Flavor::Mariadb
         );
         assert_eq!(detect_flavor("5.5.5-10.11.6-MariaDB"), Flavor::Mariadb);
+        assert!(is_plain_file_name("mariadb-bin.000001"));
+        assert!(!is_plain_file_name("x'; DROP"));
     }
 }

@@ -1,8 +1,8 @@
 //! The MySQL/MariaDB binlog source. The pure half: event decoding, transaction assembly and
 //! row decoding, all sans-I/O (bytes in, values out). The live half: configuration
-//! ([`SourceConfig`]), the query connection and preconditions ([`SourceClient`],
-//! [`ServerSettings`]), the dump per flavour ([`StartPosition`], [`check_resume`]) on a
-//! connection of our own (`replica_conn`), and [`BinlogSource`], which feeds the pure half
+//! ([`SourceConfig`]), the connection and preconditions ([`SourceClient`],
+//! [`ServerSettings`]) on a protocol client of our own (`replica_conn`), the dump per
+//! flavour ([`StartPosition`], [`check_resume`]), and [`BinlogSource`], which feeds the pure half
 //! and keeps the stream alive.
 //!
 //! Flow: raw event bytes → [`EventReader`] → [`Event`] → [`TransactionAssembler`] →
@@ -33,6 +33,7 @@ mod table_filter;
 mod table_schema;
 #[cfg(test)]
 mod test_support;
+mod text_query;
 mod tls;
 
 pub use assembler::{AssemblerConfig, AssemblerOutput, TransactionAssembler, XaMode};

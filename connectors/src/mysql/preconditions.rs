@@ -1,11 +1,8 @@
 //! The server settings capstan depends on, read at every connect and checked by a pure
 //! function: each violation is its own value-free halt.
 
-use capstan_core::position::Flavor;
-use mysql_async::prelude::Queryable;
-use mysql_async::Conn;
-
 use super::source_error::SourceError;
+use capstan_core::position::Flavor;
 
 /// The global settings checked at connect (as the server reports them).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,9 +55,9 @@ impl ServerSettings {
         }
     }
 
-    /// Reads the settings from the server.
-    pub async fn read(conn: &mut Conn, flavor: Flavor) -> Result<ServerSettings, SourceError> {
-        let sql = match flavor {
+    /// The query that reads the settings of `flavor` (one row, six text columns).
+    pub fn query(flavor: Flavor) -> &'static str {
+        match flavor {
             Flavor::Mysql => {
                 "SELECT CAST(@@global.log_bin AS CHAR), @@global.binlog_format, \
                  @@global.binlog_row_image, @@global.binlog_row_metadata, \
@@ -71,21 +68,22 @@ impl ServerSettings {
                  @@global.binlog_row_image, @@global.binlog_row_metadata, '', \
                  CAST(@@global.gtid_strict_mode AS CHAR)"
             }
-        };
-        type Row = (String, String, String, String, String, String);
-        let row: Option<Row> = conn
-            .query_first(sql)
-            .await
-            .map_err(|_| SourceError::PreconditionQueryFailed)?;
-        let row = row.ok_or(SourceError::PreconditionQueryFailed)?;
+        }
+    }
+
+    /// The settings from the row [`ServerSettings::query`] returns.
+    pub fn from_row(flavor: Flavor, row: Vec<String>) -> Result<ServerSettings, SourceError> {
+        let [log_bin, format, image, metadata, value_options, gtid]: [String; 6] =
+            row.try_into()
+                .map_err(|_| SourceError::PreconditionQueryFailed)?;
         Ok(ServerSettings {
             flavor,
-            log_bin: row.0,
-            binlog_format: row.1,
-            binlog_row_image: row.2,
-            binlog_row_metadata: row.3,
-            binlog_row_value_options: row.4,
-            gtid_mode: row.5,
+            log_bin,
+            binlog_format: format,
+            binlog_row_image: image,
+            binlog_row_metadata: metadata,
+            binlog_row_value_options: value_options,
+            gtid_mode: gtid,
         })
     }
 }

@@ -13,14 +13,18 @@
 //!
 //! So the dump connection is ours: TCP, the MySQL handshake, the optional TLS upgrade
 //! (rustls), authentication (`caching_sha2_password`, `mysql_native_password`), a handful of
-//! `SET` statements, COM_REGISTER_SLAVE and the dump command, then plain packet reads. The
-//! packet layouts themselves come from `mysql_common::packets` (handshake, SSL request,
-//! handshake response, dump commands) and its scramble functions; only the framing (4-byte
-//! header, 16 MiB continuation) and the auth exchange are written here. Ordinary queries
-//! (preconditions, positions) go through mysql_async on a separate connection.
+//! text queries (preconditions, positions; see `text_query`), `SET` statements,
+//! COM_REGISTER_SLAVE and the dump command, then plain packet reads. The packet layouts
+//! themselves come from `mysql_common::packets` (handshake, SSL request, handshake response,
+//! dump commands) and its scramble functions; only the framing (4-byte header, 16 MiB
+//! continuation) and the auth exchange are written here.
+//!
+//! The queries run on this connection too, not on a mysql_async one: mysql_async 0.37's
+//! `skip_domain_validation` recognises rustls' name-mismatch error by its text, which no
+//! longer matches rustls 0.23's `NotValidForNameContext`, so VERIFY_CA against a
+//! certificate without names (MySQL's auto-generated one) fails there.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use mysql_common::constants::CapabilityFlags;
 use mysql_common::io::ParseBuf;
@@ -97,19 +101,9 @@ enum Plugin {
 }
 
 impl ReplicaConn {
-    /// Connects, upgrades to TLS if configured, and authenticates, within `timeout`.
-    pub(crate) async fn connect(
-        config: &ValidSourceConfig,
-        timeout: Duration,
-    ) -> Result<ReplicaConn, SourceError> {
-        tokio::time::timeout(timeout, Self::connect_inner(config))
-            .await
-            .map_err(|_| SourceError::Io {
-                kind: "connect timed out".to_string(),
-            })?
-    }
-
-    async fn connect_inner(config: &ValidSourceConfig) -> Result<ReplicaConn, SourceError> {
+    /// Connects, upgrades to TLS if configured, and authenticates (the caller bounds the
+    /// time).
+    pub(crate) async fn connect(config: &ValidSourceConfig) -> Result<ReplicaConn, SourceError> {
         let tls_config = tls::client_config(&config.tls)?;
         let mut tcp = TcpStream::connect((config.host.as_str(), config.port))
             .await
@@ -321,7 +315,8 @@ impl ReplicaConn {
         }
     }
 
-    async fn read(&mut self, buf: &mut Vec<u8>) -> Result<(), SourceError> {
+    /// Reads one packet into `buf`.
+    pub(crate) async fn read(&mut self, buf: &mut Vec<u8>) -> Result<(), SourceError> {
         read_packet(&mut self.io, &mut self.seq, buf).await
     }
 

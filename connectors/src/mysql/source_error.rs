@@ -196,25 +196,6 @@ fn is_transient_server_code(code: u16) -> bool {
     )
 }
 
-impl From<mysql_async::Error> for SourceError {
-    fn from(e: mysql_async::Error) -> Self {
-        match e {
-            mysql_async::Error::Server(s) if s.code == 1045 || s.code == 1698 => {
-                SourceError::AuthenticationFailed
-            }
-            mysql_async::Error::Server(s) => SourceError::QueryFailed { code: s.code },
-            mysql_async::Error::Io(mysql_async::IoError::Io(io)) => SourceError::io(&io),
-            mysql_async::Error::Io(mysql_async::IoError::Tls(_)) => SourceError::TlsFailed {
-                reason: "handshake",
-            },
-            mysql_async::Error::Driver(_) => SourceError::UnexpectedPacket { site: "driver" },
-            mysql_async::Error::Url(_) | mysql_async::Error::Other(_) => SourceError::Io {
-                kind: "other".to_string(),
-            },
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

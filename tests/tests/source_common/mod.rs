@@ -100,3 +100,110 @@ pub async fn halt(source: &mut BinlogSource) -> SourceError {
         }
     }
 }
+
+/// A TCP proxy in front of a dev server that can go silent (a half-open partition: the
+/// sockets stay up, nothing is forwarded) and refuse new connections.
+pub struct Proxy {
+    /// The local port to connect to.
+    pub port: u16,
+    generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    frozen_up_to: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    refuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Proxy {
+    /// Listens on an ephemeral loopback port and forwards to `db`.
+    pub async fn start(db: &DbEnv) -> Proxy {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use std::sync::Arc;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let generation = Arc::new(AtomicU64::new(1));
+        let frozen_up_to = Arc::new(AtomicU64::new(0));
+        let refuse = Arc::new(AtomicBool::new(false));
+        let upstream = (db.host.clone(), db.port);
+        let (g, f, r) = (generation.clone(), frozen_up_to.clone(), refuse.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
+                if r.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = tokio::net::TcpStream::connect(upstream.clone()).await else {
+                    continue;
+                };
+                let conn_gen = g.fetch_add(1, Ordering::SeqCst);
+                let (cr, cw) = client.into_split();
+                let (sr, sw) = server.into_split();
+                tokio::spawn(pump(cr, sw, conn_gen, f.clone()));
+                tokio::spawn(pump(sr, cw, conn_gen, f.clone()));
+            }
+        });
+        Proxy {
+            port,
+            generation,
+            frozen_up_to,
+            refuse,
+        }
+    }
+
+    /// Existing connections stop forwarding (new ones still flow).
+    pub fn freeze(&self) {
+        use std::sync::atomic::Ordering;
+        let current = self.generation.load(Ordering::SeqCst);
+        self.frozen_up_to.store(current, Ordering::SeqCst);
+    }
+
+    /// New connections are accepted and closed at once.
+    pub fn refuse(&self) {
+        self.refuse.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    conn_gen: u64,
+    frozen_up_to: std::sync::Arc<std::sync::atomic::AtomicU64>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        while conn_gen <= frozen_up_to.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Serializes tests that disturb every stream on a server (an XA PREPARE halts every source
+/// that sees it; a purge or a killed dump thread affects every reader): they take the write
+/// side, ordinary streaming tests the read side.
+pub static SERVER_WIDE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// Kills every binlog dump thread of the capstan account (they reconnect).
+pub async fn kill_dump_threads(db: &DbEnv) -> usize {
+    use mysql_async::prelude::*;
+    let mut admin = db.admin_conn().await;
+    let ids: Vec<u64> = admin
+        .exec(
+            "SELECT id FROM information_schema.processlist \
+             WHERE user = ? AND command LIKE 'Binlog Dump%'",
+            (db.user.clone(),),
+        )
+        .await
+        .unwrap();
+    for id in &ids {
+        let _ = admin.query_drop(format!("KILL {id}")).await;
+    }
+    ids.len()
+}
