@@ -19,14 +19,22 @@ fn pipelines(c: &Cluster, id: u64) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A valid definition whose source and Kafka do not exist: these tests are about the control
+/// plane, so a started runner just fails to connect (its status says so) while ownership moves.
+fn definition(name: &str) -> Value {
+    json!({
+        "name": name,
+        "source": {
+            "host": "127.0.0.1", "port": 1, "user": "nobody", "tls": {"mode": "disabled"},
+            "server_id": 4242, "flavor": "mysql", "max_reconnects": 1, "reconnect_backoff_ms": 100
+        },
+        "kafka": {"bootstrap_servers": "127.0.0.1:1", "topic_prefix": "t"}
+    })
+}
+
 fn create(c: &Cluster, via: u64, name: &str) {
     let (status, body) = c
-        .send(
-            via,
-            Method::POST,
-            "/pipelines",
-            Some(&json!({ "name": name })),
-        )
+        .send(via, Method::POST, "/pipelines", Some(&definition(name)))
         .expect("api reachable");
     assert_eq!(status, 201, "create {name} via node {via}: {body}");
 }
@@ -68,7 +76,7 @@ fn leader_elected_commands_replicate_and_survive_leader_kill() {
             follower,
             Method::POST,
             "/pipelines",
-            Some(&json!({ "name": "p1" })),
+            Some(&definition("p1")),
         )
         .unwrap();
     assert_eq!(code, 409, "{body}");

@@ -83,6 +83,8 @@ async fn worker(path: PathBuf) -> Result<(), String> {
     let node = Node::start(config)
         .await
         .map_err(|e| format!("{} ({})", e, e.code()))?;
+    let (stop_runners, runners_stop) = tokio::sync::watch::channel(false);
+    let supervisor = tokio::spawn(crate::pipeline::supervise(node.clone(), runners_stop));
     let listener = TcpListener::bind(api_listen)
         .await
         .map_err(|e| format!("cannot listen on {api_listen}: {e}"))?;
@@ -93,7 +95,13 @@ async fn worker(path: PathBuf) -> Result<(), String> {
         .with_graceful_shutdown(stop)
         .await
         .map_err(|e| format!("api server failed: {e}"))?;
-    info!(node = node.id, "shutting down: releasing the lease");
+    // stop this node's runners first, then release the lease so the pipelines move at once
+    info!(
+        node = node.id,
+        "shutting down: stopping runners, then releasing the lease"
+    );
+    let _ = stop_runners.send(true);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(3), supervisor).await;
     node.shutdown().await;
     Ok(())
 }

@@ -5,6 +5,7 @@ mod lease_tracker;
 mod node;
 mod node_control_plane;
 mod owner_lease;
+mod pipeline;
 mod raft_network;
 mod raft_service;
 mod scheduler;

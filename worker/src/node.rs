@@ -314,7 +314,8 @@ impl Node {
         }
     }
 
-    fn is_stopping(&self) -> bool {
+    /// True once shutdown has begun.
+    pub fn is_stopping(&self) -> bool {
         *self.shutdown.borrow()
     }
 }

@@ -15,6 +15,7 @@ use capstan_rest_api::{
 use openraft::ServerState;
 
 use crate::node::{Node, WriteError};
+use crate::pipeline::PipelineSpec;
 
 /// [`ControlPlane`] over a running node.
 #[derive(Debug, Clone)]
@@ -241,21 +242,10 @@ impl ControlPlane for NodeControlPlane {
         &self,
         definition: serde_json::Value,
     ) -> Result<PipelineView, ApiError> {
-        let name = match definition.get("name") {
-            Some(serde_json::Value::String(n)) if !n.is_empty() => n.clone(),
-            Some(_) => {
-                return Err(ApiError::bad_request(
-                    "invalid_field",
-                    "field `name`: must be a non-empty string",
-                ))
-            }
-            None => {
-                return Err(ApiError::bad_request(
-                    "missing_field",
-                    "missing field `name`",
-                ))
-            }
-        };
+        let spec = PipelineSpec::from_json(definition.clone())
+            .and_then(|spec| spec.validate().map(|checked| checked.name))
+            .map_err(|e| ApiError::bad_request(e.code(), e.to_string()))?;
+        let name = spec;
         let response = self
             .write(Command::CreatePipeline {
                 name: name.clone(),

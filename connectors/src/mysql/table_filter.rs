@@ -12,6 +12,8 @@ pub enum TableFilter {
     All,
     /// Only the listed tables.
     Only(HashSet<TableId>),
+    /// Every table but the listed ones.
+    AllExcept(HashSet<TableId>),
 }
 
 impl TableFilter {
@@ -32,6 +34,7 @@ impl TableFilter {
         match self {
             TableFilter::All => true,
             TableFilter::Only(set) => set.contains(table),
+            TableFilter::AllExcept(set) => !set.contains(table),
         }
     }
 }
@@ -47,5 +50,8 @@ mod tests {
         assert!(!f.admits(&TableId::new("shop", "Orders")));
         assert!(!f.admits(&TableId::new("other", "orders")));
         assert!(TableFilter::All.admits(&TableId::new("a", "b")));
+        let f = TableFilter::AllExcept([TableId::new("shop", "audit")].into());
+        assert!(!f.admits(&TableId::new("shop", "audit")));
+        assert!(f.admits(&TableId::new("shop", "orders")));
     }
 }

@@ -1,0 +1,10 @@
+//! Pipelines on a worker: their definitions, the runner that streams one on its owner, and
+//! the supervisor that starts and stops runners as ownership and desired state change.
+
+mod pipeline_runner;
+mod pipeline_spec;
+mod runner_exit;
+mod runner_supervisor;
+
+pub use pipeline_spec::PipelineSpec;
+pub use runner_supervisor::supervise;

@@ -1,0 +1,271 @@
+//! The runner of one pipeline on its owner: checkpoint from Raft → binlog source → Kafka →
+//! checkpoint back to Raft, carrying the owner's epoch on every write.
+//!
+//! # Order of effects, and what a crash costs
+//!
+//! A transaction's records are published and *acknowledged* by Kafka before the position that
+//! covers it may be committed to Raft; commits are batched (every [`CHECKPOINT_EVERY_TX`]
+//! transactions or [`CHECKPOINT_EVERY`], whichever first). A crash between the two re-publishes
+//! at most the un-checkpointed tail on the next owner — at-least-once, each duplicate carrying
+//! the same `capstan.position`/`capstan.record` headers. Nothing is ever skipped: the position
+//! only covers what was acknowledged (or deliberately filtered).
+//!
+//! # Fencing
+//!
+//! Before every publish and every Raft write the runner checks that its node still holds the
+//! lease (ADR-0004); without it the runner stops at once. Every Raft write carries the epoch;
+//! a `StaleEpoch`/`Unowned` answer means another owner took over, and the runner stops without
+//! a further write.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use capstan_connectors::mysql::{
+    detect_flavor, AssemblerConfig, AssemblerOutput, BinlogSource, SourceClient, StartPosition,
+};
+use capstan_core::position::Position;
+use capstan_kafka::publisher::{KafkaPublisher, Publisher};
+use capstan_kafka::record::{BinlogCoordinates, RecordBuilder, RecordContext};
+use capstan_raft_store::{Command, Epoch, Response, RunnerState};
+use tokio::sync::{mpsc, watch};
+use tracing::{info, warn};
+
+use super::pipeline_spec::{CheckedPipelineSpec, StartAt};
+use super::runner_exit::RunnerExit;
+use crate::node::Node;
+
+/// Commit the checkpoint after this many transactions…
+pub const CHECKPOINT_EVERY_TX: u64 = 1_000;
+/// …or after this long, whichever comes first.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+
+/// One pipeline incarnation: a name, an owner epoch, a checked definition.
+#[derive(Debug)]
+pub struct PipelineRunner {
+    node: Arc<Node>,
+    name: String,
+    epoch: Epoch,
+    spec: CheckedPipelineSpec,
+}
+
+/// Why a step stopped the runner.
+type Step<T> = Result<T, RunnerExit>;
+
+impl PipelineRunner {
+    /// A runner for `name` at `epoch`.
+    pub fn new(node: Arc<Node>, name: String, epoch: Epoch, spec: CheckedPipelineSpec) -> Self {
+        PipelineRunner {
+            node,
+            name,
+            epoch,
+            spec,
+        }
+    }
+
+    /// Runs until `stop` turns true, the owner is fenced, or the pipeline halts.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) -> RunnerExit {
+        let outcome = tokio::select! {
+            exit = self.stream() => exit,
+            _ = stop.wait_for(|s| *s) => RunnerExit::Stopped,
+        };
+        if let RunnerExit::Failed { code } = &outcome {
+            warn!(pipeline = %self.name, epoch = self.epoch, code = %code, "pipeline halted");
+            let _ = self
+                .owner_write(Command::ReportStatus {
+                    pipeline: self.name.clone(),
+                    epoch: self.epoch,
+                    state: RunnerState::Failed,
+                    reason: Some(code.clone()),
+                })
+                .await;
+        }
+        outcome
+    }
+
+    async fn stream(&self) -> RunnerExit {
+        match self.stream_inner().await {
+            Ok(never) => match never {},
+            Err(exit) => exit,
+        }
+    }
+
+    async fn stream_inner(&self) -> Step<std::convert::Infallible> {
+        self.report(RunnerState::Starting).await?;
+        let start = self.start_position().await?;
+        let assembler = AssemblerConfig {
+            filter: self.spec.tables.clone(),
+            ..AssemblerConfig::default()
+        };
+        let mut source = BinlogSource::start(self.spec.source.clone(), start, assembler)
+            .await
+            .map_err(|e| RunnerExit::failed(e.code()))?;
+        let mut options = self.spec.sink.record_options.clone();
+        options.flavor = source.flavor();
+        let records = RecordBuilder::new(options);
+        let publisher = KafkaPublisher::new(&self.spec.sink.producer)
+            .map_err(|e| RunnerExit::failed(e.code()))?;
+        self.report(RunnerState::Streaming).await?;
+        info!(pipeline = %self.name, epoch = self.epoch, flavor = %source.flavor(), "streaming");
+
+        // The source runs in its own task: reading the binlog is not cancel-safe, the channel
+        // is, so the loop below can wake for checkpoint deadlines without tearing a frame.
+        let mut committed: Position = source.position().clone();
+        let mut processed = committed.clone();
+        let (tx, mut rx) = mpsc::channel(256);
+        let _source_task = AbortOnDrop(tokio::spawn(async move {
+            loop {
+                let item = source.next().await.map(|o| (o, source.position().clone()));
+                let end = item.is_err();
+                if tx.send(item).await.is_err() || end {
+                    break;
+                }
+            }
+        }));
+        let mut since_commit = 0u64;
+        let mut last_commit = Instant::now();
+        let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
+        loop {
+            tokio::select! {
+                item = rx.recv() => {
+                    let Some(item) = item else {
+                        return Err(RunnerExit::failed("source_stopped"));
+                    };
+                    let (output, position) = item.map_err(|e| RunnerExit::failed(e.code()))?;
+                    self.deliver(&records, &publisher, &output).await?;
+                    processed = position;
+                    since_commit += 1;
+                }
+                _ = tick.tick() => {}
+            }
+            let due = since_commit >= CHECKPOINT_EVERY_TX
+                || (since_commit > 0 && last_commit.elapsed() >= CHECKPOINT_EVERY);
+            if due && processed != committed {
+                self.owner_write(Command::CommitCheckpoint {
+                    pipeline: self.name.clone(),
+                    epoch: self.epoch,
+                    position: processed.clone(),
+                })
+                .await?;
+                committed = processed.clone();
+                since_commit = 0;
+                last_commit = Instant::now();
+            }
+        }
+    }
+
+    /// Publishes one output's records and waits for Kafka's acknowledgement.
+    async fn deliver(
+        &self,
+        records: &RecordBuilder,
+        publisher: &KafkaPublisher,
+        output: &AssemblerOutput,
+    ) -> Step<()> {
+        let AssemblerOutput::Transaction(tx) = output else {
+            // schema changes and filtered transactions only advance the position
+            return Ok(());
+        };
+        let ctx = RecordContext {
+            pipeline: &self.name,
+            epoch: self.epoch,
+            now_ms: now_ms(),
+        };
+        let coordinates = BinlogCoordinates {
+            server_id: 0,
+            file: "",
+            pos: 0,
+        };
+        let batch = records
+            .transaction_records(tx, &coordinates, &ctx)
+            .map_err(|e| RunnerExit::failed(e.code()))?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.require_lease()?;
+        publisher
+            .publish(batch)
+            .await
+            .map_err(|e| RunnerExit::failed(e.code()))
+    }
+
+    /// Where the dump starts: the replicated checkpoint, else what the definition asks for.
+    async fn start_position(&self) -> Step<StartPosition> {
+        let checkpoint = self
+            .node
+            .state
+            .read(|s| s.pipeline(&self.name).and_then(|r| r.checkpoint().cloned()));
+        if let Some(position) = checkpoint {
+            return Ok(StartPosition::Checkpoint(position));
+        }
+        Ok(match &self.spec.start {
+            StartAt::Current => StartPosition::Current,
+            StartAt::Position(p) => StartPosition::Checkpoint(p.clone()),
+            StartAt::Checkpoint => {
+                // empty checkpoint: all retained history, in the server's flavour
+                let client = SourceClient::open(&self.spec.source, self.spec.source.stream_timeout)
+                    .await
+                    .map_err(|e| RunnerExit::failed(e.code()))?;
+                let flavor = detect_flavor(client.server_version());
+                StartPosition::Checkpoint(Position::empty(flavor))
+            }
+        })
+    }
+
+    fn require_lease(&self) -> Step<()> {
+        if self.node.holds_lease() {
+            Ok(())
+        } else {
+            Err(RunnerExit::Fenced {
+                code: "lease_expired".into(),
+            })
+        }
+    }
+
+    async fn report(&self, state: RunnerState) -> Step<()> {
+        self.owner_write(Command::ReportStatus {
+            pipeline: self.name.clone(),
+            epoch: self.epoch,
+            state,
+            reason: None,
+        })
+        .await
+    }
+
+    /// A write that only the current owner may make: lease checked first, epoch carried,
+    /// fencing answers stop the runner. Retriable Raft errors (no leader for a moment) are
+    /// retried while the lease lasts.
+    async fn owner_write(&self, command: Command) -> Step<()> {
+        loop {
+            self.require_lease()?;
+            match self.node.write(command.clone()).await {
+                Ok(Response::Applied) => return Ok(()),
+                Ok(r) if r.is_fenced() => {
+                    info!(pipeline = %self.name, epoch = self.epoch, code = r.code(), "owner fenced");
+                    return Err(RunnerExit::Fenced {
+                        code: r.code().to_string(),
+                    });
+                }
+                Ok(r) => return Err(RunnerExit::failed(r.code())),
+                Err(e) if e.is_retriable() => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(RunnerExit::failed(e.code())),
+            }
+        }
+    }
+}
+
+/// Aborts the task when dropped (the runner stopped, or failed).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}

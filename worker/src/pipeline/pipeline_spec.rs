@@ -1,0 +1,432 @@
+//! A pipeline definition as users POST it: JSON, unknown keys refused, validated without I/O
+//! into a [`CheckedPipelineSpec`]. Every error names the field it is about and never echoes a
+//! value (a password or a host name could be in it).
+
+use std::collections::HashSet;
+
+use capstan_connectors::mysql::{FlavorChoice, SourceConfig, TableFilter, ValidSourceConfig};
+use capstan_core::change::TableId;
+use capstan_core::position::{Flavor, Position};
+use capstan_kafka::config::{CheckedSinkConfig, SinkConfig};
+use serde::{Deserialize, Serialize};
+
+/// A pipeline definition.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSpec {
+    /// Unique name: 1 to 100 characters from `[a-zA-Z0-9._-]`, starting with a letter or a
+    /// digit. Also names the Kafka transactional id in exactly-once mode.
+    pub name: String,
+    /// The MySQL or MariaDB server to capture from.
+    pub source: SourceConfig,
+    /// Which tables to capture (default: all).
+    #[serde(default)]
+    pub tables: TablesSpec,
+    /// The initial snapshot (default: `never`).
+    #[serde(default)]
+    pub snapshot: SnapshotSpec,
+    /// Where change events go.
+    pub kafka: SinkConfig,
+    /// Where a pipeline without a checkpoint starts (default: `checkpoint`, which for a new
+    /// pipeline means all history the server retains).
+    #[serde(default)]
+    pub start_position: StartPositionSpec,
+}
+
+/// Which tables a pipeline captures: `{"include": ["db.t", ...]}`, or all tables with
+/// optional `{"exclude": [...]}`. Names are `schema.table`, compared exactly.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TablesSpec {
+    /// Capture only these tables.
+    #[serde(default)]
+    pub include: Option<Vec<String>>,
+    /// Capture every table but these (only without `include`).
+    #[serde(default)]
+    pub exclude: Vec<String>,
+}
+
+/// When the initial snapshot runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotMode {
+    /// Never: stream changes only.
+    #[default]
+    Never,
+    /// Once, before streaming catches up (not available yet).
+    Initial,
+    /// When there is no usable checkpoint (not available yet).
+    WhenNeeded,
+}
+
+/// The snapshot block.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotSpec {
+    /// `never` (default), `initial` or `when_needed`.
+    #[serde(default)]
+    pub mode: SnapshotMode,
+    /// Tables to snapshot (default: the captured ones).
+    #[serde(default)]
+    pub tables: Option<Vec<String>>,
+    /// Rows per chunk (default 4096).
+    #[serde(default = "default_chunk_size")]
+    pub chunk_size: u32,
+}
+
+impl Default for SnapshotSpec {
+    fn default() -> Self {
+        SnapshotSpec {
+            mode: SnapshotMode::Never,
+            tables: None,
+            chunk_size: default_chunk_size(),
+        }
+    }
+}
+
+fn default_chunk_size() -> u32 {
+    4096
+}
+
+/// Where a pipeline without a checkpoint starts: `"checkpoint"`, `"current"` or
+/// `{"gtids": "<server text>"}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum StartPositionSpec {
+    /// The replicated checkpoint; empty for a new pipeline (all retained history).
+    #[default]
+    Checkpoint,
+    /// The server's executed set, read once before the first dump.
+    Current,
+    /// An explicit GTID set (MySQL) or GTID position (MariaDB); `source.flavor` must be set.
+    Gtids(String),
+}
+
+/// The checked start position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartAt {
+    /// The replicated checkpoint (empty: all retained history).
+    Checkpoint,
+    /// The server's executed set, read once.
+    Current,
+    /// An explicit position.
+    Position(Position),
+}
+
+/// A validated pipeline definition.
+#[derive(Clone, Debug)]
+pub struct CheckedPipelineSpec {
+    /// The name.
+    pub name: String,
+    /// Source connection.
+    pub source: ValidSourceConfig,
+    /// Capture filter.
+    pub tables: TableFilter,
+    /// Sink settings (validated for the source's flavour, or MySQL's when detected).
+    pub sink: CheckedSinkConfig,
+    /// Where to start without a checkpoint.
+    pub start: StartAt,
+}
+
+/// A refused pipeline definition.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("field `{field}`: {message}")]
+pub struct PipelineSpecError {
+    /// The field, as a dotted path (`source.port`, `tables.include[2]`).
+    pub field: String,
+    /// What is wrong, value-free.
+    pub message: String,
+}
+
+impl PipelineSpecError {
+    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        PipelineSpecError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        "invalid_pipeline"
+    }
+}
+
+impl PipelineSpec {
+    /// Parses JSON, naming the field of the first problem (unknown key, wrong type, missing
+    /// field). serde's messages quote unexpected *keys* and *types*, never a value's content
+    /// beyond its type, except for enum variants and unknown fields, which are names.
+    pub fn from_json(value: serde_json::Value) -> Result<Self, PipelineSpecError> {
+        serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            let field = if path == "." {
+                "(root)".to_string()
+            } else {
+                path
+            };
+            PipelineSpecError::new(field, redact_serde_message(&e.inner().to_string()))
+        })
+    }
+
+    /// Checks every field without I/O.
+    pub fn validate(&self) -> Result<CheckedPipelineSpec, PipelineSpecError> {
+        check_name(&self.name)?;
+        let source = self.source.validate().map_err(|e| {
+            let field = match e.code() {
+                "server_id_required" => "source.server_id".to_string(),
+                "tls_verification_unspecified" => "source.tls.mode".to_string(),
+                "invalid_liveness_config" => "source.stream_timeout_ms".to_string(),
+                _ => "source".to_string(),
+            };
+            PipelineSpecError::new(field, format!("{e} ({})", e.code()))
+        })?;
+        let tables = self.tables.to_filter()?;
+        match self.snapshot.mode {
+            SnapshotMode::Never => {}
+            SnapshotMode::Initial | SnapshotMode::WhenNeeded => {
+                return Err(PipelineSpecError::new(
+                    "snapshot.mode",
+                    "the initial snapshot is not available yet; use `never`",
+                ))
+            }
+        }
+        if self.snapshot.chunk_size == 0 {
+            return Err(PipelineSpecError::new(
+                "snapshot.chunk_size",
+                "must be positive",
+            ));
+        }
+        let flavor = match self.source.flavor {
+            FlavorChoice::Mariadb => Some(Flavor::Mariadb),
+            FlavorChoice::Mysql => Some(Flavor::Mysql),
+            FlavorChoice::Detect => None,
+        };
+        let sink = self
+            .kafka
+            .validate(flavor.unwrap_or(Flavor::Mysql))
+            .map_err(|e| PipelineSpecError::new("kafka", format!("{e} ({})", e.code())))?;
+        let start = match &self.start_position {
+            StartPositionSpec::Checkpoint => StartAt::Checkpoint,
+            StartPositionSpec::Current => StartAt::Current,
+            StartPositionSpec::Gtids(text) => {
+                let flavor = flavor.ok_or_else(|| {
+                    PipelineSpecError::new(
+                        "source.flavor",
+                        "must be mysql or mariadb when start_position names gtids",
+                    )
+                })?;
+                let position = Position::parse(flavor, text)
+                    .map_err(|e| PipelineSpecError::new("start_position.gtids", e.to_string()))?;
+                StartAt::Position(position)
+            }
+        };
+        Ok(CheckedPipelineSpec {
+            name: self.name.clone(),
+            source,
+            tables,
+            sink,
+            start,
+        })
+    }
+}
+
+impl TablesSpec {
+    fn to_filter(&self) -> Result<TableFilter, PipelineSpecError> {
+        let parse =
+            |field: &str, names: &[String]| -> Result<HashSet<TableId>, PipelineSpecError> {
+                names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| match n.split_once('.') {
+                        Some((s, t)) if !s.is_empty() && !t.is_empty() => Ok(TableId::new(s, t)),
+                        _ => Err(PipelineSpecError::new(
+                            format!("{field}[{i}]"),
+                            "must be `schema.table`",
+                        )),
+                    })
+                    .collect()
+            };
+        match (&self.include, self.exclude.is_empty()) {
+            (Some(_), false) => Err(PipelineSpecError::new(
+                "tables.exclude",
+                "cannot be combined with `include`",
+            )),
+            (Some(inc), true) if inc.is_empty() => Err(PipelineSpecError::new(
+                "tables.include",
+                "must name at least one table (omit it to capture all tables)",
+            )),
+            (Some(inc), true) => Ok(TableFilter::Only(parse("tables.include", inc)?)),
+            (None, true) => Ok(TableFilter::All),
+            (None, false) => Ok(TableFilter::AllExcept(parse(
+                "tables.exclude",
+                &self.exclude,
+            )?)),
+        }
+    }
+}
+
+fn check_name(name: &str) -> Result<(), PipelineSpecError> {
+    let ok_chars = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    let ok_start = name
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphanumeric());
+    if name.is_empty() || name.len() > 100 || !ok_chars || !ok_start {
+        return Err(PipelineSpecError::new(
+            "name",
+            "must be 1 to 100 characters from [a-zA-Z0-9._-], starting with a letter or digit",
+        ));
+    }
+    Ok(())
+}
+
+/// serde's `invalid value: string "…"` messages quote the value; keep only its type.
+fn redact_serde_message(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(start) = rest.find('"') {
+        out.push_str(&rest[..start]);
+        match rest[start + 1..].find('"') {
+            Some(end) => {
+                out.push_str("<redacted>");
+                rest = &rest[start + 1 + end + 1..];
+            }
+            None => {
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn good() -> serde_json::Value {
+        json!({
+            "name": "orders",
+            "source": {
+                "host": "db.internal", "port": 3306, "user": "capstan", "password": "s3cret-pw",
+                "tls": {"mode": "verify_none"}, "server_id": 1001, "flavor": "mysql"
+            },
+            "tables": {"include": ["shop.orders", "shop.items"]},
+            "kafka": {"bootstrap_servers": "k1:9092", "topic_prefix": "shop"}
+        })
+    }
+
+    fn err(v: serde_json::Value) -> PipelineSpecError {
+        match PipelineSpec::from_json(v) {
+            Err(e) => e,
+            Ok(spec) => spec.validate().unwrap_err(),
+        }
+    }
+
+    #[test]
+    fn a_good_definition_validates() {
+        let spec = PipelineSpec::from_json(good()).unwrap().validate().unwrap();
+        assert_eq!(spec.name, "orders");
+        assert!(spec.tables.admits(&TableId::new("shop", "orders")));
+        assert!(!spec.tables.admits(&TableId::new("shop", "audit")));
+        assert_eq!(spec.start, StartAt::Checkpoint);
+    }
+
+    #[test]
+    fn unknown_keys_wrong_types_and_missing_fields_name_the_field() {
+        let mut v = good();
+        v["source"]["pasword"] = json!("x");
+        let e = err(v);
+        assert_eq!(e.field, "source.pasword");
+        assert!(e.message.contains("unknown field"), "{e}");
+
+        let mut v = good();
+        v["source"]["port"] = json!("not-a-port");
+        let e = err(v);
+        assert_eq!(e.field, "source.port");
+        assert!(!e.message.contains("not-a-port"), "{e}");
+
+        let mut v = good();
+        v["kafka"].as_object_mut().unwrap().remove("topic_prefix");
+        let e = err(v);
+        assert!(e.message.contains("topic_prefix"), "{e}");
+
+        let mut v = good();
+        v["extra"] = json!(1);
+        assert!(err(v).message.contains("extra"));
+    }
+
+    #[test]
+    fn validation_names_the_field_and_never_the_secret() {
+        let cases = [
+            ("/name", json!("bad name!"), "name"),
+            ("/source/server_id", json!(0), "source.server_id"),
+            (
+                "/tables",
+                json!({"include": ["noschema"]}),
+                "tables.include[0]",
+            ),
+            (
+                "/tables",
+                json!({"include": ["a.b"], "exclude": ["c.d"]}),
+                "tables.exclude",
+            ),
+            ("/snapshot", json!({"mode": "initial"}), "snapshot.mode"),
+            (
+                "/start_position",
+                json!({"gtids": "nope"}),
+                "start_position.gtids",
+            ),
+        ];
+        for (path, value, field) in cases {
+            let mut v = good();
+            let mut slot = &mut v;
+            for seg in path.trim_start_matches('/').split('/') {
+                slot = &mut slot[seg];
+            }
+            *slot = value;
+            let e = err(v);
+            assert_eq!(e.field, field, "{e}");
+            assert!(!e.to_string().contains("s3cret-pw"));
+        }
+        let mut v = good();
+        v["source"].as_object_mut().unwrap().remove("tls");
+        assert_eq!(err(v).field, "source.tls.mode");
+    }
+
+    #[test]
+    fn explicit_gtids_need_an_explicit_flavor() {
+        let mut v = good();
+        v["source"]["flavor"] = json!("detect");
+        v["start_position"] = json!({"gtids": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"});
+        assert_eq!(err(v).field, "source.flavor");
+        let mut v = good();
+        v["start_position"] = json!({"gtids": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"});
+        let spec = PipelineSpec::from_json(v).unwrap().validate().unwrap();
+        assert!(matches!(spec.start, StartAt::Position(_)));
+        let mut v = good();
+        v["start_position"] = json!("current");
+        let spec = PipelineSpec::from_json(v).unwrap().validate().unwrap();
+        assert_eq!(spec.start, StartAt::Current);
+    }
+
+    #[test]
+    fn exclude_lists_capture_everything_else() {
+        let mut v = good();
+        v["tables"] = json!({"exclude": ["shop.audit"]});
+        let spec = PipelineSpec::from_json(v).unwrap().validate().unwrap();
+        assert!(!spec.tables.admits(&TableId::new("shop", "audit")));
+        assert!(spec.tables.admits(&TableId::new("x", "y")));
+    }
+
+    #[test]
+    fn serde_values_are_redacted_from_messages() {
+        assert_eq!(
+            redact_serde_message(r#"invalid value: string "hunter2", expected u16"#),
+            "invalid value: string <redacted>, expected u16"
+        );
+    }
+}

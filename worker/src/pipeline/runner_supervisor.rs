@@ -1,0 +1,150 @@
+//! Keeps this node's pipeline runners in line with the replicated state: one runner per
+//! pipeline this node owns (at the current epoch and config generation) while the desired
+//! state is `running` and the node holds its lease; none otherwise. Re-evaluated every
+//! [`EVERY`], so pause, resume, stop and moves take effect within a second.
+//!
+//! A runner that halted stays halted for its (epoch, generation): fail-closed. A restart
+//! (which bumps the epoch) or a config change starts a new incarnation.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use capstan_raft_store::{Command, DesiredState, Epoch, RunnerState};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use super::pipeline_runner::PipelineRunner;
+use super::pipeline_spec::PipelineSpec;
+use super::runner_exit::RunnerExit;
+use crate::node::Node;
+
+/// How often the supervisor re-evaluates.
+const EVERY: Duration = Duration::from_millis(200);
+
+/// (epoch, config generation): one incarnation of a pipeline on its owner.
+type Incarnation = (Epoch, u64);
+
+#[derive(Debug)]
+struct Running {
+    key: Incarnation,
+    stop: watch::Sender<bool>,
+    handle: JoinHandle<RunnerExit>,
+}
+
+/// Runs until `stop` turns true (or the node stops), then stops every runner.
+pub async fn supervise(node: Arc<Node>, stop: watch::Receiver<bool>) {
+    let mut runners: HashMap<String, Running> = HashMap::new();
+    let mut halted: HashMap<String, Incarnation> = HashMap::new();
+    let mut tick = tokio::time::interval(EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while !node.is_stopping() && !*stop.borrow() {
+        tick.tick().await;
+        let lease = node.holds_lease();
+        let state = node.state.snapshot();
+        let mut wanted: HashMap<String, Incarnation> = HashMap::new();
+        let mut idle: Vec<(String, Epoch, RunnerState)> = Vec::new();
+        for (name, record) in state.pipelines() {
+            if record.owner() != Some(node.id) || !lease {
+                continue;
+            }
+            let key = (record.epoch(), record.generation());
+            match record.desired_state() {
+                DesiredState::Running => {
+                    wanted.insert(name.clone(), key);
+                }
+                DesiredState::Paused | DesiredState::Stopped => {
+                    let target = if record.desired_state() == DesiredState::Paused {
+                        RunnerState::Paused
+                    } else {
+                        RunnerState::Stopped
+                    };
+                    let reported = record
+                        .status()
+                        .is_some_and(|s| s.epoch == key.0 && s.state == target);
+                    if !reported {
+                        idle.push((name.clone(), key.0, target));
+                    }
+                }
+            }
+        }
+
+        // stop what is no longer wanted (moved, paused, lease lost) or changed incarnation
+        let names: Vec<String> = runners.keys().cloned().collect();
+        for name in names {
+            let keep = runners
+                .get(&name)
+                .is_some_and(|r| wanted.get(&name) == Some(&r.key) && !r.handle.is_finished());
+            if keep {
+                continue;
+            }
+            if let Some(r) = runners.remove(&name) {
+                let key = r.key;
+                let _ = r.stop.send(true);
+                let exit = match tokio::time::timeout(Duration::from_secs(1), r.handle).await {
+                    Ok(Ok(exit)) => exit,
+                    Ok(Err(_)) => RunnerExit::failed("runner_crashed"),
+                    Err(_) => RunnerExit::Stopped,
+                };
+                info!(pipeline = %name, epoch = key.0, exit = ?exit, "runner ended");
+                if matches!(exit, RunnerExit::Failed { .. }) {
+                    halted.insert(name, key);
+                }
+            }
+        }
+
+        // start what is wanted and not running (unless that incarnation halted)
+        for (name, key) in wanted {
+            if runners.contains_key(&name) || halted.get(&name) == Some(&key) {
+                continue;
+            }
+            let spec = state
+                .pipeline(&name)
+                .map(|r| r.spec().as_json().clone())
+                .ok_or(())
+                .and_then(|json| {
+                    PipelineSpec::from_json(json)
+                        .and_then(|s| s.validate())
+                        .map_err(|_| ())
+                });
+            let Ok(spec) = spec else {
+                warn!(pipeline = %name, "stored definition does not validate");
+                halted.insert(name.clone(), key);
+                let _ = node
+                    .write(Command::ReportStatus {
+                        pipeline: name,
+                        epoch: key.0,
+                        state: RunnerState::Failed,
+                        reason: Some("invalid_pipeline".into()),
+                    })
+                    .await;
+                continue;
+            };
+            info!(pipeline = %name, epoch = key.0, "starting runner");
+            let (stop, stop_rx) = watch::channel(false);
+            let runner = PipelineRunner::new(node.clone(), name.clone(), key.0, spec);
+            let handle = tokio::spawn(runner.run(stop_rx));
+            runners.insert(name, Running { key, stop, handle });
+        }
+
+        // report paused / stopped for owned idle pipelines (best effort, epoch-fenced)
+        for (name, epoch, state) in idle {
+            if runners.contains_key(&name) {
+                continue;
+            }
+            let _ = node
+                .write(Command::ReportStatus {
+                    pipeline: name,
+                    epoch,
+                    state,
+                    reason: None,
+                })
+                .await;
+        }
+    }
+    for (_, r) in runners {
+        let _ = r.stop.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(2), r.handle).await;
+    }
+}
