@@ -75,6 +75,11 @@ pub struct Cluster {
 impl Cluster {
     /// Starts `n` workers (ids 1..=n) that initialise one cluster together.
     pub fn start(n: u64) -> Option<Cluster> {
+        Self::start_with(n, |_| String::new())
+    }
+
+    /// Like [`Cluster::start`], appending `extra(id)` to worker `id`'s config (e.g. `[tls]`).
+    pub fn start_with(n: u64, extra: impl Fn(u64) -> String) -> Option<Cluster> {
         let binary = capstan_binary()?;
         let dir = tempfile::tempdir().expect("tempdir");
         let mut workers = BTreeMap::new();
@@ -91,7 +96,7 @@ impl Cluster {
             })
             .collect();
         for w in workers.values() {
-            write_config(w, dir.path(), &members);
+            write_config(w, dir.path(), &members, &extra(w.id));
         }
         let http = reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(5))
@@ -124,7 +129,7 @@ impl Cluster {
     /// Adds a worker process with no initial members (it waits to be added).
     pub fn spawn_joiner(&mut self, id: u64) -> &Worker {
         let w = Self::new_worker(self.dir.path(), id);
-        write_config(&w, self.dir.path(), &[]);
+        write_config(&w, self.dir.path(), &[], "");
         self.workers.insert(id, w);
         self.spawn(id);
         &self.workers[&id]
@@ -276,9 +281,9 @@ impl Drop for Cluster {
     }
 }
 
-fn write_config(w: &Worker, dir: &Path, members: &[String]) {
+fn write_config(w: &Worker, dir: &Path, members: &[String], extra: &str) {
     let text = format!(
-        "node_id = {id}\ndata_dir = \"{data}\"\nraft_listen = \"127.0.0.1:{raft}\"\napi_listen = \"127.0.0.1:{api}\"\ninitial_members = [\n{members}\n]\n",
+        "node_id = {id}\ndata_dir = \"{data}\"\nraft_listen = \"127.0.0.1:{raft}\"\napi_listen = \"127.0.0.1:{api}\"\ninitial_members = [\n{members}\n]\n{extra}",
         id = w.id,
         data = dir.join(format!("data-{}", w.id)).display(),
         raft = w.raft_port,

@@ -1,13 +1,19 @@
 //! `capstan`: the worker node and its command line.
 
 mod cli;
+mod cli_client;
+mod cli_cluster;
+mod cli_pipeline;
+mod control_plane_replies;
 mod lease_tracker;
+mod metrics;
 mod node;
 mod node_control_plane;
 mod owner_lease;
 mod pipeline;
 mod raft_network;
 mod raft_service;
+mod raft_tls;
 mod scheduler;
 mod worker_config;
 

@@ -23,6 +23,7 @@ use crate::lease_tracker::LeaseTracker;
 use crate::owner_lease::OwnerLease;
 use crate::raft_network::HttpRaftNetworkFactory;
 use crate::raft_service;
+use crate::raft_tls::{self, RaftTls, RaftTlsError};
 use crate::scheduler;
 use crate::worker_config::CheckedWorkerConfig;
 
@@ -41,6 +42,9 @@ pub enum NodeError {
     /// openraft refused the configuration or failed to start.
     #[error("raft failed to start: {0}")]
     Raft(String),
+    /// The `[tls]` files could not be loaded.
+    #[error("{0}")]
+    Tls(#[from] RaftTlsError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {reason}")]
     Bind {
@@ -57,6 +61,7 @@ impl NodeError {
         match self {
             NodeError::Store(_) => "store_open_failed",
             NodeError::Raft(_) => "raft_start_failed",
+            NodeError::Tls(e) => e.code(),
             NodeError::Bind { .. } => "listen_failed",
         }
     }
@@ -108,6 +113,7 @@ pub struct Node {
     /// The node's configuration.
     pub config: CheckedWorkerConfig,
     http: reqwest::Client,
+    raft_scheme: &'static str,
     lease: Mutex<OwnerLease>,
     shutdown: watch::Sender<bool>,
 }
@@ -116,6 +122,7 @@ impl Node {
     /// Opens the store, starts Raft and the RPC server, initialises a fresh cluster when this
     /// node is the lowest-id initial member, and starts the lease and scheduler loops.
     pub async fn start(config: CheckedWorkerConfig) -> Result<Arc<Node>, NodeError> {
+        let tls = config.tls.as_ref().map(RaftTls::load).transpose()?;
         std::fs::create_dir_all(&config.data_dir).map_err(|e| NodeError::Store(e.to_string()))?;
         let (log_store, state_machine) = Store::open(config.data_dir.join("raft"))
             .map_err(|e| NodeError::Store(e.to_string()))?;
@@ -132,7 +139,7 @@ impl Node {
         }
         .validate()
         .map_err(|e| NodeError::Raft(e.to_string()))?;
-        let network = HttpRaftNetworkFactory::new(config.node_id, config.rpc_timeout)
+        let network = HttpRaftNetworkFactory::new(config.node_id, config.rpc_timeout, tls.as_ref())
             .map_err(|e| NodeError::Raft(e.to_string()))?;
         let raft = Raft::new(
             config.node_id,
@@ -143,7 +150,7 @@ impl Node {
         )
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?;
-        let http = reqwest::Client::builder()
+        let http = raft_tls::client_builder(tls.as_ref(), reqwest::Client::builder())
             .connect_timeout(config.rpc_timeout)
             .timeout(config.rpc_timeout * 3)
             .build()
@@ -156,6 +163,7 @@ impl Node {
             lease: Mutex::new(OwnerLease::new(config.lease)),
             config,
             http,
+            raft_scheme: raft_tls::scheme(tls.as_ref()),
             shutdown,
         });
 
@@ -170,13 +178,10 @@ impl Node {
                 .route("/raft/write", post(forwarded_write))
                 .with_state(node.clone()),
         );
-        let mut stop = node.shutdown.subscribe();
+        let stop = node.shutdown.subscribe();
+        let server_tls = tls.as_ref().map(RaftTls::server_config);
         tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                })
-                .await;
+            let served = raft_service::serve(listener, app, server_tls, stop).await;
             if let Err(e) = served {
                 warn!(error = %e, "raft rpc server stopped");
             }
@@ -185,7 +190,12 @@ impl Node {
         node.initialize_if_first().await?;
         tokio::spawn(renew_leases(node.clone()));
         tokio::spawn(schedule(node.clone()));
-        info!(node = node.id, raft = %node.config.raft_listen, "worker node started");
+        info!(
+            node = node.id,
+            raft = %node.config.raft_listen,
+            tls = node.config.tls.is_some(),
+            "worker node started"
+        );
         Ok(node)
     }
 
@@ -236,7 +246,10 @@ impl Node {
         let leader = self.leader_info().ok_or(WriteError::NoLeader)?;
         let reply = self
             .http
-            .post(format!("http://{}/raft/write", leader.raft_addr))
+            .post(format!(
+                "{}://{}/raft/write",
+                self.raft_scheme, leader.raft_addr
+            ))
             .json(&command)
             .send()
             .await

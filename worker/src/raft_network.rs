@@ -5,6 +5,10 @@
 //! `Result<response, RaftError>`. A refused or failed connection is reported as
 //! `Unreachable` so openraft backs off instead of hammering a dead peer; a reply that arrives
 //! too late is a `Timeout`; a reply that does not decode is a network error.
+//!
+//! With `[tls]` configured the calls go to `https://` with this worker's client certificate,
+//! trusting only the cluster CA ([`crate::raft_tls`]); a failed handshake (a peer whose
+//! certificate does not verify, or that refuses ours) is a connect error, so `Unreachable`.
 
 use std::time::Duration;
 
@@ -20,21 +24,33 @@ use openraft::raft::{
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::raft_tls::{self, RaftTls};
+
 /// Creates one [`HttpRaftNetwork`] per peer, sharing an HTTP client.
 #[derive(Clone, Debug)]
 pub struct HttpRaftNetworkFactory {
     client: reqwest::Client,
     source: NodeId,
+    scheme: &'static str,
 }
 
 impl HttpRaftNetworkFactory {
-    /// A factory whose requests give up after `connect_timeout` when a peer does not accept.
-    pub fn new(source: NodeId, connect_timeout: Duration) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
+    /// A factory whose requests give up after `connect_timeout` when a peer does not accept,
+    /// speaking mutual TLS when `tls` is given.
+    pub fn new(
+        source: NodeId,
+        connect_timeout: Duration,
+        tls: Option<&RaftTls>,
+    ) -> Result<Self, reqwest::Error> {
+        let builder = reqwest::Client::builder()
             .connect_timeout(connect_timeout)
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build()?;
-        Ok(HttpRaftNetworkFactory { client, source })
+            .pool_idle_timeout(Duration::from_secs(30));
+        let client = raft_tls::client_builder(tls, builder).build()?;
+        Ok(HttpRaftNetworkFactory {
+            client,
+            source,
+            scheme: raft_tls::scheme(tls),
+        })
     }
 }
 
@@ -46,7 +62,7 @@ impl RaftNetworkFactory<TypeConfig> for HttpRaftNetworkFactory {
             client: self.client.clone(),
             source: self.source,
             target,
-            base: format!("http://{}", node.raft_addr),
+            base: format!("{}://{}", self.scheme, node.raft_addr),
         }
     }
 }

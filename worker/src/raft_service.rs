@@ -1,4 +1,8 @@
-//! Raft RPC server: the HTTP side of [`crate::raft_network`].
+//! Raft RPC server: the HTTP side of [`crate::raft_network`], over plain HTTP or, with `[tls]`
+//! configured, over rustls requiring a client certificate chained to the cluster CA.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::routing::post;
@@ -10,7 +14,16 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::warn;
+
 use crate::node::Raft;
+
+/// How long a TLS handshake may take before the connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long open connections may finish their requests once the node stops.
+const DRAIN: Duration = Duration::from_secs(1);
 
 /// The routes peers call: `POST /raft/append`, `/raft/vote`, `/raft/snapshot`.
 pub fn router(raft: Raft) -> Router {
@@ -19,6 +32,42 @@ pub fn router(raft: Raft) -> Router {
         .route("/raft/vote", post(vote))
         .route("/raft/snapshot", post(snapshot))
         .with_state(raft)
+}
+
+/// Serves `app` on `listener` until `stop` turns true: plain HTTP without `tls`, otherwise TLS
+/// with `tls` (whose client verifier refuses peers without a valid certificate; each refused
+/// handshake is logged with the peer's address).
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let Some(config) = tls else {
+        return axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|s| *s).await;
+            })
+            .await;
+    };
+    let handle = axum_server::Handle::new();
+    let stopper = handle.clone();
+    tokio::spawn(async move {
+        let _ = stop.wait_for(|s| *s).await;
+        stopper.graceful_shutdown(Some(DRAIN));
+    });
+    let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(
+        axum_server::tls_rustls::RustlsConfig::from_config(config),
+    )
+    .handshake_timeout(HANDSHAKE_TIMEOUT);
+    axum_server::from_tcp(listener.into_std()?)?
+        .acceptor(acceptor)
+        .handle(handle)
+        .accept_error_handler(|peer, e| {
+            warn!(peer = ?peer, error = %e, "raft rpc connection dropped before a request (accept or tls handshake failed)");
+        })
+        .serve(app.into_make_service())
+        .await
 }
 
 async fn append(

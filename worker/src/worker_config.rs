@@ -21,6 +21,11 @@ pub struct WorkerConfig {
     pub raft_listen: SocketAddr,
     /// Address the REST API listens on.
     pub api_listen: SocketAddr,
+    /// A file holding the REST API's bearer token. When set, POST, PUT and DELETE requests
+    /// need `Authorization: Bearer <token>` (reads stay open). Read once at start; every
+    /// node of a cluster should use the same token.
+    #[serde(default)]
+    pub api_token_file: Option<PathBuf>,
     /// The members a fresh cluster is initialised with (including this node). The node with
     /// the lowest id initialises the cluster once; a node that is not listed starts empty and
     /// waits to be added with `POST /cluster/members`.
@@ -42,6 +47,29 @@ pub struct WorkerConfig {
     /// Timeout of one Raft RPC (milliseconds).
     #[serde(default = "default_rpc_timeout_ms")]
     pub rpc_timeout_ms: u64,
+    /// Mutual TLS for the Raft RPC port. Absent: plain HTTP, for a trusted network only.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+}
+
+/// `[tls]`: mutual TLS between workers on the Raft RPC port (the REST API is not covered).
+///
+/// Every worker serves its Raft port over TLS with `cert_file` and accepts only clients that
+/// present a certificate chained to `ca_file`; as a client it presents the same certificate and
+/// trusts only `ca_file`. So every member needs a certificate from the cluster's CA whose
+/// subject alternative names include the host of its `raft` address (an IP address or a DNS
+/// name, as written in `initial_members` or `POST /cluster/members`), usable for both server
+/// and client authentication. The files are read when the worker starts.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM file with this worker's certificate, optionally followed by intermediates.
+    pub cert_file: PathBuf,
+    /// PEM file with the private key of `cert_file` (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: PathBuf,
+    /// PEM file with the CA certificate(s) that sign the cluster's worker certificates; the
+    /// only roots trusted, both for peers' server certificates and for client certificates.
+    pub ca_file: PathBuf,
 }
 
 /// One member of the initial cluster.
@@ -110,6 +138,8 @@ pub struct CheckedWorkerConfig {
     pub raft_listen: SocketAddr,
     /// API listen address.
     pub api_listen: SocketAddr,
+    /// The REST API's bearer-token file, if any.
+    pub api_token_file: Option<PathBuf>,
     /// The initial members, sorted by id; empty when the node joins an existing cluster.
     pub initial_members: Vec<MemberConfig>,
     /// Ownership lease.
@@ -120,6 +150,8 @@ pub struct CheckedWorkerConfig {
     pub election_timeout: (Duration, Duration),
     /// One Raft RPC's timeout.
     pub rpc_timeout: Duration,
+    /// Mutual TLS on the Raft port, when configured.
+    pub tls: Option<TlsConfig>,
 }
 
 impl WorkerConfig {
@@ -164,6 +196,17 @@ impl WorkerConfig {
         if self.rpc_timeout_ms == 0 || self.rpc_timeout_ms >= self.lease_ms {
             return invalid("rpc_timeout_ms", "must be positive and below lease_ms");
         }
+        if let Some(tls) = &self.tls {
+            for (field, path) in [
+                ("tls.cert_file", &tls.cert_file),
+                ("tls.key_file", &tls.key_file),
+                ("tls.ca_file", &tls.ca_file),
+            ] {
+                if path.as_os_str().is_empty() {
+                    return invalid(field, "must not be empty");
+                }
+            }
+        }
         let mut members = self.initial_members.clone();
         members.sort_by_key(|m| m.id);
         let mut ids = BTreeSet::new();
@@ -192,6 +235,7 @@ impl WorkerConfig {
             data_dir: self.data_dir,
             raft_listen: self.raft_listen,
             api_listen: self.api_listen,
+            api_token_file: self.api_token_file,
             initial_members: members,
             lease: Duration::from_millis(self.lease_ms),
             heartbeat_interval: Duration::from_millis(self.heartbeat_interval_ms),
@@ -200,6 +244,7 @@ impl WorkerConfig {
                 Duration::from_millis(self.election_timeout_max_ms),
             ),
             rpc_timeout: Duration::from_millis(self.rpc_timeout_ms),
+            tls: self.tls,
         })
     }
 }
@@ -233,6 +278,37 @@ mod tests {
         assert_eq!(c.node_id, 2);
         assert_eq!(c.lease, Duration::from_secs(2));
         assert_eq!(c.initial_members.len(), 2);
+        assert_eq!(c.tls, None);
+    }
+
+    const TLS: &str =
+        "\n[tls]\ncert_file = \"n2.pem\"\nkey_file = \"n2.key\"\nca_file = \"ca.pem\"\n";
+
+    #[test]
+    fn a_tls_table_is_taken_as_written_without_reading_the_files() {
+        let c = WorkerConfig::from_toml(&format!("{GOOD}{TLS}"))
+            .unwrap()
+            .validate()
+            .unwrap();
+        let tls = c.tls.unwrap();
+        assert_eq!(tls.cert_file, PathBuf::from("n2.pem"));
+        assert_eq!(tls.key_file, PathBuf::from("n2.key"));
+        assert_eq!(tls.ca_file, PathBuf::from("ca.pem"));
+    }
+
+    #[test]
+    fn the_tls_table_refuses_unknown_and_missing_keys_and_empty_paths() {
+        let e = WorkerConfig::from_toml(&format!("{GOOD}{TLS}verify = false\n")).unwrap_err();
+        assert!(e.to_string().contains("unknown field `verify`"), "{e}");
+        let text = format!("{GOOD}{}", TLS.replace("ca_file = \"ca.pem\"\n", ""));
+        let e = WorkerConfig::from_toml(&text).unwrap_err();
+        assert!(e.to_string().contains("ca_file"), "{e}");
+        let text = format!("{GOOD}{}", TLS.replace("\"n2.key\"", "\"\""));
+        let e = WorkerConfig::from_toml(&text)
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("tls.key_file"), "{e}");
     }
 
     #[test]
