@@ -1,12 +1,26 @@
 //! capstan's REST API: an axum router over a [`ControlPlane`] that the worker implements.
-//! Errors are JSON `{error_code, message}` with 400/404/409/503 statuses.
+//! Errors are JSON `{error_code, message}` (plus `field` for bad input) with 400/401/404/409/503
+//! statuses; a configured [`ApiToken`] guards the mutating endpoints; `GET /openapi.json`
+//! describes it all.
 
+mod api_doc;
 mod api_error;
+mod api_token;
+mod cluster_routes;
+mod cluster_views;
 mod control_plane;
+mod json_body;
+mod pipeline_routes;
+mod pipeline_views;
 mod router;
 
+#[cfg(test)]
+mod tests;
+
+pub use api_doc::ApiDoc;
 pub use api_error::ApiError;
-pub use control_plane::{
-    AddMember, ClusterView, ControlPlane, Health, MemberView, PipelineStatus, PipelineView,
-};
+pub use api_token::{ApiToken, ApiTokenError};
+pub use cluster_views::{AddMember, ClusterView, Health, MemberView};
+pub use control_plane::ControlPlane;
+pub use pipeline_views::{PipelineOffsets, PipelineStatus, PipelineView, RestartView, TableOffset};
 pub use router::router;

@@ -1,135 +1,69 @@
-//! The REST API routes, shaped like Kafka Connect's.
+//! The REST API's routes, shaped like Kafka Connect's, behind the bearer-token check for
+//! mutating requests.
 
 use std::sync::Arc;
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
-use axum::routing::{get, put};
-use axum::{Json, Router};
+use axum::middleware;
+use axum::routing::{get, post, put};
+use axum::Router;
 
 use crate::api_error::ApiError;
-use crate::control_plane::{AddMember, ControlPlane};
+use crate::api_token::{require_token, ApiToken};
+use crate::cluster_routes as c;
+use crate::control_plane::ControlPlane;
+use crate::pipeline_routes as p;
 
-type Plane = Arc<dyn ControlPlane>;
+/// The control plane handlers talk to.
+pub(crate) type Plane = Arc<dyn ControlPlane>;
 
-/// All routes over `plane`.
-pub fn router(plane: Plane) -> Router {
+/// All routes over `plane`. With a `token`, POST, PUT and DELETE need
+/// `Authorization: Bearer <token>`; reads stay open.
+pub fn router(plane: Arc<dyn ControlPlane>, token: Option<ApiToken>) -> Router {
     Router::new()
-        .route("/health", get(health))
-        .route("/cluster", get(cluster))
-        .route("/cluster/members", axum::routing::post(add_member))
+        .route("/health", get(c::health))
+        .route("/cluster", get(c::cluster))
+        .route("/cluster/members", post(c::add_member))
         .route(
             "/cluster/members/{id}",
-            axum::routing::delete(remove_member),
+            axum::routing::delete(c::remove_member),
         )
-        .route("/pipelines", get(list_pipelines).post(create_pipeline))
-        .route("/pipelines/{name}", get(pipeline).delete(delete_pipeline))
-        .route("/pipelines/{name}/config", get(pipeline_config))
-        .route("/pipelines/{name}/status", get(pipeline_status))
-        .route("/pipelines/{name}/pause", put(pause))
-        .route("/pipelines/{name}/resume", put(resume))
-        .route("/pipelines/{name}/stop", put(stop))
+        .route("/metrics", get(c::metrics))
+        .route("/openapi.json", get(c::openapi))
+        .route(
+            "/pipelines",
+            get(p::list_pipelines).post(p::create_pipeline),
+        )
+        .route(
+            "/pipelines/{name}",
+            get(p::pipeline).delete(p::delete_pipeline),
+        )
+        .route(
+            "/pipelines/{name}/config",
+            get(p::pipeline_config).put(p::put_pipeline_config),
+        )
+        .route("/pipelines/{name}/status", get(p::pipeline_status))
+        .route("/pipelines/{name}/pause", put(p::pause))
+        .route("/pipelines/{name}/resume", put(p::resume))
+        .route("/pipelines/{name}/stop", put(p::stop))
+        .route("/pipelines/{name}/restart", post(p::restart))
+        .route(
+            "/pipelines/{name}/offsets",
+            get(p::offsets).delete(p::reset_offsets),
+        )
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(plane)
-}
-
-/// A JSON body that failed to parse becomes a 400 naming the problem.
-fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
-    parsed
-        .map(|Json(v)| v)
-        .map_err(|e| ApiError::bad_request("invalid_json", e.body_text()))
+        .layer(middleware::from_fn_with_state(token, require_token))
 }
 
 async fn not_found() -> ApiError {
     ApiError::not_found("no_such_route", "no such route")
 }
 
-async fn health(State(p): State<Plane>) -> impl IntoResponse {
-    let h = p.health().await;
-    let code = if h.status == "ok" {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (code, Json(h))
-}
-
-async fn cluster(State(p): State<Plane>) -> impl IntoResponse {
-    Json(p.cluster().await)
-}
-
-async fn add_member(
-    State(p): State<Plane>,
-    parsed: Result<Json<AddMember>, JsonRejection>,
-) -> Result<StatusCode, ApiError> {
-    p.add_member(body(parsed)?).await?;
-    Ok(StatusCode::CREATED)
-}
-
-async fn remove_member(
-    State(p): State<Plane>,
-    Path(id): Path<u64>,
-) -> Result<StatusCode, ApiError> {
-    p.remove_member(id).await?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-async fn list_pipelines(State(p): State<Plane>) -> Result<impl IntoResponse, ApiError> {
-    Ok(Json(p.list_pipelines().await?))
-}
-
-async fn create_pipeline(
-    State(p): State<Plane>,
-    parsed: Result<Json<serde_json::Value>, JsonRejection>,
-) -> Result<impl IntoResponse, ApiError> {
-    let view = p.create_pipeline(body(parsed)?).await?;
-    Ok((StatusCode::CREATED, Json(view)))
-}
-
-async fn pipeline(
-    State(p): State<Plane>,
-    Path(name): Path<String>,
-) -> Result<impl IntoResponse, ApiError> {
-    Ok(Json(p.pipeline(&name).await?))
-}
-
-async fn pipeline_config(
-    State(p): State<Plane>,
-    Path(name): Path<String>,
-) -> Result<impl IntoResponse, ApiError> {
-    Ok(Json(p.pipeline(&name).await?.config))
-}
-
-async fn pipeline_status(
-    State(p): State<Plane>,
-    Path(name): Path<String>,
-) -> Result<impl IntoResponse, ApiError> {
-    Ok(Json(p.pipeline_status(&name).await?))
-}
-
-async fn set_state(p: &Plane, name: &str, state: &str) -> Result<StatusCode, ApiError> {
-    p.set_desired_state(name, state).await?;
-    Ok(StatusCode::ACCEPTED)
-}
-
-async fn pause(State(p): State<Plane>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
-    set_state(&p, &name, "paused").await
-}
-
-async fn resume(State(p): State<Plane>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
-    set_state(&p, &name, "running").await
-}
-
-async fn stop(State(p): State<Plane>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
-    set_state(&p, &name, "stopped").await
-}
-
-async fn delete_pipeline(
-    State(p): State<Plane>,
-    Path(name): Path<String>,
-) -> Result<StatusCode, ApiError> {
-    p.delete_pipeline(&name).await?;
-    Ok(StatusCode::NO_CONTENT)
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method",
+    )
 }

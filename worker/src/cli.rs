@@ -8,6 +8,10 @@ use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 use tracing::info;
 
+use crate::cli_client::ApiArgs;
+use crate::cli_cluster::ClusterCommand;
+use crate::cli_pipeline::PipelineCommand;
+use crate::metrics::Metrics;
 use crate::node::Node;
 use crate::node_control_plane::NodeControlPlane;
 use crate::worker_config::WorkerConfig;
@@ -27,6 +31,20 @@ enum Command {
         /// The worker's configuration file (TOML).
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
+    },
+    /// Manage pipelines through any node's REST API.
+    Pipeline {
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(subcommand)]
+        command: PipelineCommand,
+    },
+    /// Inspect the cluster through any node's REST API.
+    Cluster {
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(subcommand)]
+        command: ClusterCommand,
     },
     /// Development helpers.
     Dev {
@@ -51,6 +69,12 @@ enum DevCommand {
 pub async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Worker { config } => worker(config).await,
+        Command::Pipeline { api, command } => crate::cli_pipeline::run(&api, command)
+            .await
+            .map_err(|e| format!("{}: {e}", e.code())),
+        Command::Cluster { api, command } => crate::cli_cluster::run(&api, command)
+            .await
+            .map_err(|e| format!("{}: {e}", e.code())),
         Command::Dev {
             command: DevCommand::Kafka { brokers },
         } => {
@@ -80,6 +104,12 @@ async fn worker(path: PathBuf) -> Result<(), String> {
         .and_then(WorkerConfig::validate)
         .map_err(|e| format!("{}: {e} ({})", path.display(), e.code()))?;
     let api_listen = config.api_listen;
+    let token = config
+        .api_token_file
+        .as_deref()
+        .map(capstan_rest_api::ApiToken::from_file)
+        .transpose()
+        .map_err(|e| format!("{e} ({})", e.code()))?;
     let node = Node::start(config)
         .await
         .map_err(|e| format!("{} ({})", e, e.code()))?;
@@ -88,8 +118,11 @@ async fn worker(path: PathBuf) -> Result<(), String> {
     let listener = TcpListener::bind(api_listen)
         .await
         .map_err(|e| format!("cannot listen on {api_listen}: {e}"))?;
-    let app = capstan_rest_api::router(Arc::new(NodeControlPlane::new(node.clone())));
-    info!(api = %api_listen, "rest api listening");
+    let metrics = Arc::new(Metrics::new());
+    let plane = NodeControlPlane::new(node.clone(), metrics, token.clone());
+    tokio::spawn(observe_metrics(node.clone(), plane.clone()));
+    let app = capstan_rest_api::router(Arc::new(plane), token.clone());
+    info!(api = %api_listen, token = token.is_some(), "rest api listening");
     let stop = shutdown_signal();
     axum::serve(listener, app)
         .with_graceful_shutdown(stop)
@@ -104,6 +137,16 @@ async fn worker(path: PathBuf) -> Result<(), String> {
     let _ = tokio::time::timeout(std::time::Duration::from_secs(3), supervisor).await;
     node.shutdown().await;
     Ok(())
+}
+
+/// Keeps the derived metrics (e.g. checkpoint age) current between scrapes.
+async fn observe_metrics(node: Arc<Node>, plane: NodeControlPlane) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while !node.is_stopping() {
+        tick.tick().await;
+        plane.observe_metrics();
+    }
 }
 
 /// Resolves on SIGTERM or SIGINT.

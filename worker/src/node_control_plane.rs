@@ -5,33 +5,71 @@
 //! them to the leader's API.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use capstan_raft_store::{Command, DesiredState, NodeInfo, Response, SpecJson};
 use capstan_rest_api::{
-    AddMember, ApiError, ClusterView, ControlPlane, Health, MemberView, PipelineStatus,
-    PipelineView,
+    AddMember, ApiError, ApiToken, ClusterView, ControlPlane, Health, MemberView, PipelineOffsets,
+    PipelineStatus, PipelineView, RestartView, TableOffset,
 };
 use openraft::ServerState;
 
+use crate::control_plane_replies::{
+    keep_stored_password, redacted, rejected, unknown_pipeline, write_error,
+};
+use crate::metrics::{Metrics, RaftView};
 use crate::node::{Node, WriteError};
 use crate::pipeline::PipelineSpec;
+
+/// How often a restart re-reads the state after its epoch lost a race.
+const RESTART_TRIES: u32 = 3;
 
 /// [`ControlPlane`] over a running node.
 #[derive(Debug, Clone)]
 pub struct NodeControlPlane {
     node: Arc<Node>,
+    metrics: Arc<Metrics>,
+    token: Option<ApiToken>,
     http: reqwest::Client,
 }
 
 impl NodeControlPlane {
-    /// The control plane of `node`.
-    pub fn new(node: Arc<Node>) -> Self {
+    /// The control plane of `node`, reporting into `metrics`. `token` is presented when a
+    /// membership change is forwarded to the leader's API (every node shares one token).
+    pub fn new(node: Arc<Node>, metrics: Arc<Metrics>, token: Option<ApiToken>) -> Self {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()
             .unwrap_or_default();
-        NodeControlPlane { node, http }
+        NodeControlPlane {
+            node,
+            metrics,
+            token,
+            http,
+        }
+    }
+
+    /// Updates the metrics derived from the applied state and this node's Raft view.
+    pub fn observe_metrics(&self) {
+        let m = self.node.raft.metrics().borrow().clone();
+        let raft = RaftView {
+            term: m.current_term,
+            leader: m.current_leader,
+            last_applied: m.last_applied.map(|l| l.index),
+            is_leader: m.state == ServerState::Leader,
+            lease_valid: self.node.holds_lease(),
+        };
+        self.node
+            .state
+            .read(|s| self.metrics.observe(s, raft, Instant::now()));
+    }
+
+    /// The stored definition of `name`, unredacted (it may hold the password).
+    fn stored_spec(&self, name: &str) -> Result<serde_json::Value, ApiError> {
+        self.node
+            .state
+            .read(|s| s.pipeline(name).map(|r| r.spec().as_json().clone()))
+            .ok_or_else(|| unknown_pipeline(name))
     }
 
     async fn write(&self, command: Command) -> Result<Response, ApiError> {
@@ -55,6 +93,9 @@ impl NodeControlPlane {
         if let Some(b) = body {
             req = req.json(b);
         }
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token.expose_secret());
+        }
         let resp = req
             .send()
             .await
@@ -76,43 +117,6 @@ impl NodeControlPlane {
     fn is_leader(&self) -> bool {
         self.node.raft.metrics().borrow().state == ServerState::Leader
     }
-}
-
-fn write_error(e: WriteError) -> ApiError {
-    if e.is_retriable() {
-        ApiError::unavailable(e.code(), e.to_string())
-    } else {
-        ApiError::internal(e.code(), e.to_string())
-    }
-}
-
-fn rejected(name: &str, response: Response) -> Result<(), ApiError> {
-    match response {
-        Response::Applied => Ok(()),
-        Response::UnknownPipeline => Err(ApiError::not_found(
-            "unknown_pipeline",
-            format!("no pipeline named `{name}`"),
-        )),
-        Response::PipelineExists => Err(ApiError::conflict(
-            "pipeline_exists",
-            format!("a pipeline named `{name}` already exists"),
-        )),
-        other => Err(ApiError::conflict(other.code(), other.to_string())),
-    }
-}
-
-/// The definition as the API shows it: the source password is write-only.
-fn redacted(spec: &serde_json::Value) -> serde_json::Value {
-    let mut v = spec.clone();
-    if let Some(source) = v.get_mut("source").and_then(|s| s.as_object_mut()) {
-        if source.contains_key("password") {
-            source.insert(
-                "password".into(),
-                serde_json::Value::String("<redacted>".into()),
-            );
-        }
-    }
-    v
 }
 
 #[async_trait::async_trait]
@@ -242,10 +246,9 @@ impl ControlPlane for NodeControlPlane {
         &self,
         definition: serde_json::Value,
     ) -> Result<PipelineView, ApiError> {
-        let spec = PipelineSpec::from_json(definition.clone())
+        let name = PipelineSpec::from_json(definition.clone())
             .and_then(|spec| spec.validate().map(|checked| checked.name))
-            .map_err(|e| ApiError::bad_request(e.code(), e.to_string()))?;
-        let name = spec;
+            .map_err(|e| ApiError::bad_request(e.code(), e.to_string()).with_field(e.field))?;
         let response = self
             .write(Command::CreatePipeline {
                 name: name.clone(),
@@ -267,9 +270,7 @@ impl ControlPlane for NodeControlPlane {
                 name: name.to_string(),
                 config,
             })
-            .ok_or_else(|| {
-                ApiError::not_found("unknown_pipeline", format!("no pipeline named `{name}`"))
-            })
+            .ok_or_else(|| unknown_pipeline(name))
     }
 
     async fn pipeline_status(&self, name: &str) -> Result<PipelineStatus, ApiError> {
@@ -289,9 +290,7 @@ impl ControlPlane for NodeControlPlane {
                     position: r.checkpoint().map(|p| p.to_string()),
                 })
             })
-            .ok_or_else(|| {
-                ApiError::not_found("unknown_pipeline", format!("no pipeline named `{name}`"))
-            })
+            .ok_or_else(|| unknown_pipeline(name))
     }
 
     async fn set_desired_state(&self, name: &str, state: &str) -> Result<(), ApiError> {
@@ -313,6 +312,123 @@ impl ControlPlane for NodeControlPlane {
             })
             .await?;
         rejected(name, response)
+    }
+
+    async fn update_pipeline_config(
+        &self,
+        name: &str,
+        mut definition: serde_json::Value,
+    ) -> Result<PipelineView, ApiError> {
+        let stored = self.stored_spec(name)?;
+        keep_stored_password(&mut definition, &stored)?;
+        let checked = PipelineSpec::from_json(definition.clone())
+            .and_then(|spec| spec.validate())
+            .map_err(|e| ApiError::bad_request(e.code(), e.to_string()).with_field(e.field))?;
+        if checked.name != name {
+            return Err(ApiError::invalid_field(
+                "invalid_pipeline",
+                "name",
+                "must equal the pipeline name in the path, or be absent",
+            ));
+        }
+        let response = self
+            .write(Command::UpdatePipelineConfig {
+                name: name.to_string(),
+                spec: SpecJson::new(definition.clone()),
+            })
+            .await?;
+        rejected(name, response)?;
+        Ok(PipelineView {
+            name: name.to_string(),
+            config: redacted(&definition),
+        })
+    }
+
+    async fn restart_pipeline(&self, name: &str) -> Result<RestartView, ApiError> {
+        for attempt in 0..RESTART_TRIES {
+            if attempt > 0 {
+                // this node's applied state lagged the leader's: let it catch up
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let (owner, epoch) = self
+                .node
+                .state
+                .read(|s| s.pipeline(name).map(|r| (r.owner(), r.epoch())))
+                .ok_or_else(|| unknown_pipeline(name))?;
+            let Some(owner) = owner else {
+                // nothing runs; the scheduler starts a fresh incarnation when one is wanted
+                return Ok(RestartView {
+                    name: name.to_string(),
+                    owner: None,
+                    epoch,
+                });
+            };
+            let next = epoch.saturating_add(1);
+            let response = self
+                .write(Command::AssignOwner {
+                    pipeline: name.to_string(),
+                    node: owner,
+                    epoch: next,
+                })
+                .await?;
+            match response {
+                Response::EpochNotIncreasing { .. } => continue,
+                other => rejected(name, other)?,
+            }
+            return Ok(RestartView {
+                name: name.to_string(),
+                owner: Some(owner),
+                epoch: next,
+            });
+        }
+        Err(ApiError::conflict(
+            "restart_raced",
+            "the pipeline's ownership kept changing while restarting; retry",
+        ))
+    }
+
+    async fn pipeline_offsets(&self, name: &str) -> Result<PipelineOffsets, ApiError> {
+        self.node
+            .state
+            .read(|s| {
+                s.pipeline(name).map(|r| PipelineOffsets {
+                    name: name.to_string(),
+                    epoch: r.epoch(),
+                    flavor: r.checkpoint().map(|p| p.flavor().as_str().to_string()),
+                    position: r.checkpoint().map(|p| p.to_string()),
+                    snapshot: r
+                        .snapshot_progress()
+                        .iter()
+                        .map(|(table, progress)| TableOffset {
+                            table: table.clone(),
+                            status: progress.status.as_str().to_string(),
+                        })
+                        .collect(),
+                })
+            })
+            .ok_or_else(|| unknown_pipeline(name))
+    }
+
+    async fn reset_offsets(&self, name: &str) -> Result<(), ApiError> {
+        let response = self
+            .write(Command::ResetOffsets {
+                pipeline: name.to_string(),
+            })
+            .await?;
+        if let Response::NotStopped { desired } = response {
+            return Err(ApiError::conflict(
+                response.code(),
+                format!("offsets can be reset only while the pipeline is stopped; its desired state is {desired} (stop it first)"),
+            ));
+        }
+        rejected(name, response)
+    }
+
+    async fn metrics(&self) -> Result<String, ApiError> {
+        self.observe_metrics();
+        self.metrics
+            .encode()
+            .map_err(|_| ApiError::internal("metrics_failed", "the metrics could not be encoded"))
     }
 
     async fn delete_pipeline(&self, name: &str) -> Result<(), ApiError> {

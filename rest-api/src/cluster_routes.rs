@@ -1,0 +1,100 @@
+//! The cluster, health, metrics and API-description endpoints.
+
+use axum::body::Bytes;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use utoipa::OpenApi;
+
+use crate::api_doc::ApiDoc;
+use crate::api_error::ApiError;
+use crate::cluster_views::{AddMember, ClusterView, Health};
+use crate::json_body;
+use crate::router::Plane;
+
+/// The content type of the OpenMetrics text format.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// This node's health: 200 `ok` with a leader and a valid lease, 503 `degraded` otherwise.
+#[utoipa::path(get, path = "/health", tag = "cluster",
+    responses(
+        (status = 200, description = "ok", body = Health),
+        (status = 503, description = "degraded", body = Health)))]
+pub(crate) async fn health(State(p): State<Plane>) -> impl IntoResponse {
+    let h = p.health().await;
+    let code = if h.status == "ok" {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, Json(h))
+}
+
+/// Members, leader, term and per-node health as this node sees them.
+#[utoipa::path(get, path = "/cluster", tag = "cluster",
+    responses((status = 200, description = "the cluster", body = ClusterView)))]
+pub(crate) async fn cluster(State(p): State<Plane>) -> impl IntoResponse {
+    Json(p.cluster().await)
+}
+
+/// Adds a worker: first a learner that catches up, then a voter.
+#[utoipa::path(post, path = "/cluster/members", tag = "cluster",
+    request_body = AddMember,
+    responses(
+        (status = 201, description = "added"),
+        (status = 400, description = "an invalid field", body = ApiError),
+        (status = 401, description = "missing or wrong bearer token", body = ApiError),
+        (status = 503, description = "no quorum", body = ApiError)),
+    security(("bearer" = [])))]
+pub(crate) async fn add_member(
+    State(p): State<Plane>,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    p.add_member(json_body::parse(&body)?).await?;
+    Ok(StatusCode::CREATED)
+}
+
+/// Removes a worker from the cluster.
+#[utoipa::path(delete, path = "/cluster/members/{id}", tag = "cluster",
+    params(("id" = u64, Path, description = "node id")),
+    responses(
+        (status = 204, description = "removed"),
+        (status = 400, description = "the id is not a number", body = ApiError),
+        (status = 401, description = "missing or wrong bearer token", body = ApiError),
+        (status = 404, description = "no such member", body = ApiError),
+        (status = 503, description = "no quorum", body = ApiError)),
+    security(("bearer" = [])))]
+pub(crate) async fn remove_member(
+    State(p): State<Plane>,
+    id: Result<Path<u64>, PathRejection>,
+) -> Result<StatusCode, ApiError> {
+    let Path(id) = id.map_err(|_| {
+        ApiError::invalid_field("invalid_request", "id", "must be a positive integer")
+    })?;
+    p.remove_member(id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Prometheus metrics (OpenMetrics text).
+#[utoipa::path(get, path = "/metrics", tag = "cluster",
+    responses((status = 200, description = "metrics in the OpenMetrics text format",
+        content_type = "application/openmetrics-text", body = String)))]
+pub(crate) async fn metrics(State(p): State<Plane>) -> Result<impl IntoResponse, ApiError> {
+    let text = p.metrics().await?;
+    Ok(([(header::CONTENT_TYPE, OPENMETRICS)], text))
+}
+
+/// This API's OpenAPI 3.1 description.
+#[utoipa::path(get, path = "/openapi.json", tag = "cluster",
+    responses((status = 200, description = "the OpenAPI document", body = Object)))]
+pub(crate) async fn openapi() -> Result<impl IntoResponse, ApiError> {
+    let text = ApiDoc::openapi().to_pretty_json().map_err(|_| {
+        ApiError::internal(
+            "openapi_failed",
+            "the openapi document could not be rendered",
+        )
+    })?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], text))
+}

@@ -1,0 +1,61 @@
+//! What the API shows about the cluster and the answering node.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// What a node reports about the cluster.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+pub struct ClusterView {
+    /// The node that answered.
+    pub node_id: u64,
+    /// The current Raft leader, if known.
+    pub leader: Option<u64>,
+    /// The current Raft term.
+    pub term: u64,
+    /// Index of the last applied log entry.
+    pub last_applied: Option<u64>,
+    /// Every member, voters and learners.
+    pub members: Vec<MemberView>,
+}
+
+/// One member of the cluster.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+pub struct MemberView {
+    /// Node id.
+    pub id: u64,
+    /// Raft address.
+    pub raft_addr: String,
+    /// REST API address.
+    pub api_addr: String,
+    /// True for a voter, false for a learner.
+    pub voter: bool,
+    /// `member`, or `released` after the worker gave up its lease on a clean shutdown.
+    pub health: String,
+    /// Pipelines this member owns.
+    pub owned_pipelines: Vec<String>,
+}
+
+/// A request to add a member.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddMember {
+    /// The new node's id (positive, unused).
+    pub id: u64,
+    /// Its Raft address (`host:port`).
+    pub raft_addr: String,
+    /// Its REST API address (`host:port`).
+    pub api_addr: String,
+}
+
+/// The answering node's own health.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+pub struct Health {
+    /// `ok` when the node knows a leader and holds its lease, `degraded` otherwise.
+    pub status: String,
+    /// The node that answered.
+    pub node_id: u64,
+    /// The current Raft leader, if known.
+    pub leader: Option<u64>,
+    /// True while the node has reached a quorum within its lease (it may own pipelines).
+    pub lease_valid: bool,
+}

@@ -1,0 +1,71 @@
+//! What the API shows about pipelines. Nothing here carries a secret or a row value: the
+//! definition comes with its password redacted, and snapshot progress without key cursors.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// A pipeline as the API shows it. The definition never includes the source password.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, ToSchema)]
+pub struct PipelineView {
+    /// Pipeline name.
+    pub name: String,
+    /// The definition as stored, the source password replaced by `<redacted>`.
+    #[schema(value_type = Object)]
+    pub config: serde_json::Value,
+}
+
+/// A pipeline's status.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+pub struct PipelineStatus {
+    /// Pipeline name.
+    pub name: String,
+    /// What the operator asked for: `running`, `paused` or `stopped`.
+    pub desired_state: String,
+    /// The owner, if assigned.
+    pub owner: Option<u64>,
+    /// The ownership epoch (fencing token).
+    pub epoch: u64,
+    /// What the owner reports: `starting`, `snapshotting`, `streaming`, `paused`, `stopped`,
+    /// `failed`; `unassigned` before any report.
+    pub state: String,
+    /// Why, for failures (value-free).
+    pub reason: Option<String>,
+    /// The committed processed position, in the server's text form.
+    pub position: Option<String>,
+}
+
+/// The answer to a restart: the incarnation that will run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+pub struct RestartView {
+    /// Pipeline name.
+    pub name: String,
+    /// The owner that restarts it, if the pipeline is owned.
+    pub owner: Option<u64>,
+    /// The epoch after the restart (bumped when owned, unchanged otherwise).
+    pub epoch: u64,
+}
+
+/// A pipeline's committed progress: where streaming resumes and how far the snapshot got.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+pub struct PipelineOffsets {
+    /// Pipeline name.
+    pub name: String,
+    /// The ownership epoch the progress was committed under (or the current one).
+    pub epoch: u64,
+    /// `mysql` or `mariadb`, once a position is committed.
+    pub flavor: Option<String>,
+    /// The committed processed position in the server's text form (a GTID set for MySQL, a
+    /// GTID position for MariaDB); absent before the first checkpoint or after a reset.
+    pub position: Option<String>,
+    /// Initial-snapshot progress per table, in table order.
+    pub snapshot: Vec<TableOffset>,
+}
+
+/// The initial-snapshot progress of one table. Key cursors are row values and not shown.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+pub struct TableOffset {
+    /// `schema.table`.
+    pub table: String,
+    /// `pending`, `in_progress` or `complete`.
+    pub status: String,
+}

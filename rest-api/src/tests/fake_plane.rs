@@ -1,0 +1,250 @@
+//! An in-memory [`ControlPlane`] that mimics the worker's answers.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use crate::{
+    AddMember, ApiError, ClusterView, ControlPlane, Health, PipelineOffsets, PipelineStatus,
+    PipelineView, RestartView,
+};
+
+#[derive(Debug, Clone)]
+struct Record {
+    config: Value,
+    desired: String,
+    owner: Option<u64>,
+    epoch: u64,
+    position: Option<String>,
+}
+
+/// The fake: pipelines in a map; `quorum` false makes every write a 503.
+#[derive(Debug, Default)]
+pub(super) struct FakePlane {
+    pipelines: Mutex<BTreeMap<String, Record>>,
+    pub(super) no_quorum: AtomicBool,
+}
+
+fn unknown(name: &str) -> ApiError {
+    ApiError::not_found("unknown_pipeline", format!("no pipeline named `{name}`"))
+}
+
+fn redacted(config: &Value) -> Value {
+    let mut v = config.clone();
+    if let Some(pw) = v.pointer_mut("/source/password") {
+        *pw = Value::String("<redacted>".into());
+    }
+    v
+}
+
+impl FakePlane {
+    fn write<R>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut Record) -> Result<R, ApiError>,
+    ) -> Result<R, ApiError> {
+        if self.no_quorum.load(Ordering::SeqCst) {
+            return Err(ApiError::unavailable(
+                "no_leader",
+                "no raft leader is known",
+            ));
+        }
+        let mut map = self.pipelines.lock().unwrap();
+        let record = map.get_mut(name).ok_or_else(|| unknown(name))?;
+        f(record)
+    }
+
+    fn read<R>(&self, name: &str, f: impl FnOnce(&Record) -> R) -> Result<R, ApiError> {
+        let map = self.pipelines.lock().unwrap();
+        map.get(name).map(f).ok_or_else(|| unknown(name))
+    }
+
+    fn validate(definition: &Value) -> Result<String, ApiError> {
+        let name = definition
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ApiError::invalid_field("invalid_pipeline", "name", "missing field"))?;
+        if definition.get("bogus").is_some() {
+            return Err(ApiError::invalid_field(
+                "invalid_pipeline",
+                "bogus",
+                "unknown field",
+            ));
+        }
+        Ok(name.to_string())
+    }
+}
+
+#[async_trait::async_trait]
+impl ControlPlane for FakePlane {
+    async fn cluster(&self) -> ClusterView {
+        ClusterView {
+            node_id: 1,
+            leader: Some(1),
+            term: 3,
+            last_applied: Some(9),
+            members: vec![],
+        }
+    }
+
+    async fn health(&self) -> Health {
+        let ok = !self.no_quorum.load(Ordering::SeqCst);
+        Health {
+            status: if ok { "ok" } else { "degraded" }.into(),
+            node_id: 1,
+            leader: ok.then_some(1),
+            lease_valid: ok,
+        }
+    }
+
+    async fn add_member(&self, _member: AddMember) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    async fn remove_member(&self, id: u64) -> Result<(), ApiError> {
+        Err(ApiError::not_found(
+            "unknown_member",
+            format!("no member with id {id}"),
+        ))
+    }
+
+    async fn list_pipelines(&self) -> Result<Vec<String>, ApiError> {
+        Ok(self.pipelines.lock().unwrap().keys().cloned().collect())
+    }
+
+    async fn create_pipeline(&self, definition: Value) -> Result<PipelineView, ApiError> {
+        let name = Self::validate(&definition)?;
+        if self.no_quorum.load(Ordering::SeqCst) {
+            return Err(ApiError::unavailable(
+                "no_leader",
+                "no raft leader is known",
+            ));
+        }
+        let mut map = self.pipelines.lock().unwrap();
+        if map.contains_key(&name) {
+            return Err(ApiError::conflict(
+                "pipeline_exists",
+                "a pipeline of that name exists",
+            ));
+        }
+        let record = Record {
+            config: definition.clone(),
+            desired: "stopped".into(),
+            owner: None,
+            epoch: 0,
+            position: Some("uuid:1-5".into()),
+        };
+        map.insert(name.clone(), record);
+        Ok(PipelineView {
+            name,
+            config: redacted(&definition),
+        })
+    }
+
+    async fn update_pipeline_config(
+        &self,
+        name: &str,
+        definition: Value,
+    ) -> Result<PipelineView, ApiError> {
+        Self::validate(&definition)?;
+        self.write(name, |r| {
+            r.config = definition.clone();
+            Ok(PipelineView {
+                name: name.into(),
+                config: redacted(&definition),
+            })
+        })
+    }
+
+    async fn pipeline(&self, name: &str) -> Result<PipelineView, ApiError> {
+        self.read(name, |r| PipelineView {
+            name: name.into(),
+            config: redacted(&r.config),
+        })
+    }
+
+    async fn pipeline_status(&self, name: &str) -> Result<PipelineStatus, ApiError> {
+        self.read(name, |r| PipelineStatus {
+            name: name.into(),
+            desired_state: r.desired.clone(),
+            owner: r.owner,
+            epoch: r.epoch,
+            state: "unassigned".into(),
+            reason: None,
+            position: r.position.clone(),
+        })
+    }
+
+    async fn set_desired_state(&self, name: &str, state: &str) -> Result<(), ApiError> {
+        self.write(name, |r| {
+            r.desired = state.into();
+            if state != "stopped" && r.owner.is_none() {
+                r.owner = Some(1);
+                r.epoch += 1;
+            }
+            Ok(())
+        })
+    }
+
+    async fn restart_pipeline(&self, name: &str) -> Result<RestartView, ApiError> {
+        self.write(name, |r| {
+            if r.owner.is_some() {
+                r.epoch += 1;
+            }
+            Ok(RestartView {
+                name: name.into(),
+                owner: r.owner,
+                epoch: r.epoch,
+            })
+        })
+    }
+
+    async fn pipeline_offsets(&self, name: &str) -> Result<PipelineOffsets, ApiError> {
+        self.read(name, |r| PipelineOffsets {
+            name: name.into(),
+            epoch: r.epoch,
+            flavor: r.position.as_ref().map(|_| "mysql".into()),
+            position: r.position.clone(),
+            snapshot: vec![],
+        })
+    }
+
+    async fn reset_offsets(&self, name: &str) -> Result<(), ApiError> {
+        self.write(name, |r| {
+            if r.desired != "stopped" {
+                return Err(ApiError::conflict(
+                    "pipeline_not_stopped",
+                    format!(
+                        "pipeline must be stopped, its desired state is {}",
+                        r.desired
+                    ),
+                ));
+            }
+            r.position = None;
+            r.owner = None;
+            r.epoch += 1;
+            Ok(())
+        })
+    }
+
+    async fn delete_pipeline(&self, name: &str) -> Result<(), ApiError> {
+        if self.no_quorum.load(Ordering::SeqCst) {
+            return Err(ApiError::unavailable(
+                "no_leader",
+                "no raft leader is known",
+            ));
+        }
+        self.pipelines
+            .lock()
+            .unwrap()
+            .remove(name)
+            .map(|_| ())
+            .ok_or_else(|| unknown(name))
+    }
+
+    async fn metrics(&self) -> Result<String, ApiError> {
+        Ok("# TYPE capstan_raft_term gauge\ncapstan_raft_term 3\n# EOF\n".into())
+    }
+}

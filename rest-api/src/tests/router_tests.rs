@@ -1,0 +1,368 @@
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{header, Method, Request, StatusCode};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use super::fake_plane::FakePlane;
+use crate::{router, ApiToken};
+
+const TOKEN: &str = "tok-3f9a7c-secret";
+
+struct Api {
+    plane: Arc<FakePlane>,
+    token: Option<ApiToken>,
+}
+
+struct Reply {
+    status: StatusCode,
+    content_type: String,
+    text: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+    }
+}
+
+impl Api {
+    fn open() -> Self {
+        Api {
+            plane: Arc::new(FakePlane::default()),
+            token: None,
+        }
+    }
+
+    fn guarded() -> Self {
+        Api {
+            plane: Arc::new(FakePlane::default()),
+            token: ApiToken::new(TOKEN),
+        }
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&str>,
+        bearer: Option<&str>,
+    ) -> Reply {
+        let app = router(self.plane.clone(), self.token.clone());
+        let mut req = Request::builder().method(method).uri(path);
+        if let Some(b) = bearer {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {b}"));
+        }
+        let req = req
+            .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+            .unwrap();
+        let resp = app.oneshot(req).await.unwrap();
+        let status = resp.status();
+        let content_type = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        Reply {
+            status,
+            content_type,
+            text: String::from_utf8(bytes.to_vec()).unwrap(),
+        }
+    }
+
+    async fn send(&self, method: Method, path: &str, body: Option<&str>) -> Reply {
+        let bearer = self.token.as_ref().map(|_| TOKEN);
+        self.call(method, path, body, bearer).await
+    }
+
+    async fn get(&self, path: &str) -> Reply {
+        self.call(Method::GET, path, None, None).await
+    }
+}
+
+fn definition(name: &str) -> String {
+    json!({"name": name, "source": {"host": "h", "password": "hunter2-pw"}}).to_string()
+}
+
+fn assert_error(r: &Reply, status: StatusCode, code: &str) {
+    assert_eq!(r.status, status, "{}", r.text);
+    let v = r.json();
+    assert_eq!(v["error_code"], code, "{}", r.text);
+    assert!(
+        v["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{}",
+        r.text
+    );
+}
+
+#[tokio::test]
+async fn pipelines_are_created_listed_read_and_deleted() {
+    let api = Api::open();
+    assert_eq!(api.get("/pipelines").await.json(), json!([]));
+    let r = api
+        .send(Method::POST, "/pipelines", Some(&definition("orders")))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    assert_eq!(r.json()["name"], "orders");
+    assert!(!r.text.contains("hunter2-pw"), "{}", r.text);
+    assert_eq!(api.get("/pipelines").await.json(), json!(["orders"]));
+    let r = api.get("/pipelines/orders/config").await;
+    assert_eq!(r.json()["source"]["password"], "<redacted>");
+    let r = api.get("/pipelines/orders/status").await;
+    assert_eq!(r.json()["desired_state"], "stopped");
+    let r = api.send(Method::DELETE, "/pipelines/orders", None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_error(
+        &api.get("/pipelines/orders").await,
+        StatusCode::NOT_FOUND,
+        "unknown_pipeline",
+    );
+}
+
+#[tokio::test]
+async fn errors_are_json_with_the_right_status() {
+    let api = Api::open();
+    api.send(Method::POST, "/pipelines", Some(&definition("a")))
+        .await;
+    let dup = api
+        .send(Method::POST, "/pipelines", Some(&definition("a")))
+        .await;
+    assert_error(&dup, StatusCode::CONFLICT, "pipeline_exists");
+    let bad = api
+        .send(Method::POST, "/pipelines", Some("{\"name\": "))
+        .await;
+    assert_error(&bad, StatusCode::BAD_REQUEST, "invalid_json");
+    let empty = api.send(Method::POST, "/pipelines", None).await;
+    assert_error(&empty, StatusCode::BAD_REQUEST, "invalid_json");
+    let missing = api.send(Method::POST, "/pipelines", Some("{}")).await;
+    assert_error(&missing, StatusCode::BAD_REQUEST, "invalid_pipeline");
+    assert_eq!(missing.json()["field"], "name");
+    assert_error(
+        &api.get("/nope").await,
+        StatusCode::NOT_FOUND,
+        "no_such_route",
+    );
+    let wrong_method = api.send(Method::PATCH, "/pipelines", None).await;
+    assert_error(
+        &wrong_method,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+    );
+    for path in [
+        "/pipelines/zz/status",
+        "/pipelines/zz/offsets",
+        "/pipelines/zz/config",
+    ] {
+        assert_error(
+            &api.get(path).await,
+            StatusCode::NOT_FOUND,
+            "unknown_pipeline",
+        );
+    }
+    let r = api.send(Method::PUT, "/pipelines/zz/pause", None).await;
+    assert_error(&r, StatusCode::NOT_FOUND, "unknown_pipeline");
+    let r = api.send(Method::DELETE, "/cluster/members/abc", None).await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request");
+    assert_eq!(r.json()["field"], "id");
+    let r = api
+        .send(
+            Method::POST,
+            "/cluster/members",
+            Some(r#"{"id": "x-secret", "raft_addr": "a:1", "api_addr": "b:2"}"#),
+        )
+        .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request");
+    assert_eq!(r.json()["field"], "id");
+    assert!(!r.text.contains("x-secret"), "{}", r.text);
+    let r = api
+        .send(
+            Method::POST,
+            "/cluster/members",
+            Some(r#"{"id": 4, "raft_addr": "a:1", "api_addr": "b:2", "extra": 1}"#),
+        )
+        .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request");
+    assert!(r.json()["message"].as_str().unwrap().contains("extra"));
+    let r = api
+        .send(
+            Method::POST,
+            "/cluster/members",
+            Some(r#"{"id": 4, "raft_addr": "a:1", "api_addr": "b:2"}"#),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+}
+
+#[tokio::test]
+async fn writes_without_quorum_are_503() {
+    let api = Api::open();
+    api.send(Method::POST, "/pipelines", Some(&definition("a")))
+        .await;
+    api.plane.no_quorum.store(true, Ordering::SeqCst);
+    let r = api
+        .send(Method::POST, "/pipelines", Some(&definition("b")))
+        .await;
+    assert_error(&r, StatusCode::SERVICE_UNAVAILABLE, "no_leader");
+    let r = api.send(Method::PUT, "/pipelines/a/resume", None).await;
+    assert_error(&r, StatusCode::SERVICE_UNAVAILABLE, "no_leader");
+    assert_eq!(
+        api.get("/health").await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    // reads still answer from the local state
+    assert_eq!(api.get("/pipelines").await.json(), json!(["a"]));
+}
+
+#[tokio::test]
+async fn config_put_checks_the_name_and_replaces_the_definition() {
+    let api = Api::open();
+    api.send(Method::POST, "/pipelines", Some(&definition("a")))
+        .await;
+    let r = api
+        .send(Method::PUT, "/pipelines/a/config", Some(&definition("b")))
+        .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_pipeline");
+    assert_eq!(r.json()["field"], "name");
+    let body = json!({"source": {"host": "other", "password": "hunter2-pw"}}).to_string();
+    let r = api
+        .send(Method::PUT, "/pipelines/a/config", Some(&body))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.json()["config"]["name"], "a");
+    assert_eq!(r.json()["config"]["source"]["host"], "other");
+    assert!(!r.text.contains("hunter2-pw"));
+    let r = api
+        .send(Method::PUT, "/pipelines/zz/config", Some(&definition("zz")))
+        .await;
+    assert_error(&r, StatusCode::NOT_FOUND, "unknown_pipeline");
+    let r = api
+        .send(Method::PUT, "/pipelines/a/config", Some("[1,"))
+        .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_json");
+}
+
+#[tokio::test]
+async fn restart_and_offsets() {
+    let api = Api::open();
+    api.send(Method::POST, "/pipelines", Some(&definition("a")))
+        .await;
+    let r = api.send(Method::POST, "/pipelines/a/restart", None).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    assert_eq!(r.json()["owner"], Value::Null);
+    api.send(Method::PUT, "/pipelines/a/resume", None).await;
+    let before = api.get("/pipelines/a/status").await.json()["epoch"]
+        .as_u64()
+        .unwrap();
+    let r = api.send(Method::POST, "/pipelines/a/restart", None).await;
+    assert_eq!(r.json()["epoch"].as_u64().unwrap(), before + 1);
+    let r = api.get("/pipelines/a/offsets").await;
+    assert_eq!(r.json()["position"], "uuid:1-5");
+    let r = api.send(Method::DELETE, "/pipelines/a/offsets", None).await;
+    assert_error(&r, StatusCode::CONFLICT, "pipeline_not_stopped");
+    api.send(Method::PUT, "/pipelines/a/stop", None).await;
+    let r = api.send(Method::DELETE, "/pipelines/a/offsets", None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+    assert_eq!(
+        api.get("/pipelines/a/offsets").await.json()["position"],
+        Value::Null
+    );
+}
+
+#[tokio::test]
+async fn a_token_guards_every_mutation_and_leaves_reads_open() {
+    let api = Api::guarded();
+    let body = definition("a");
+    let writes: [(Method, &str, Option<&str>); 11] = [
+        (Method::POST, "/pipelines", Some(&body)),
+        (Method::PUT, "/pipelines/a/config", Some(&body)),
+        (Method::PUT, "/pipelines/a/pause", None),
+        (Method::PUT, "/pipelines/a/resume", None),
+        (Method::PUT, "/pipelines/a/stop", None),
+        (Method::POST, "/pipelines/a/restart", None),
+        (Method::DELETE, "/pipelines/a/offsets", None),
+        (Method::DELETE, "/pipelines/a", None),
+        (Method::POST, "/cluster/members", Some("{}")),
+        (Method::DELETE, "/cluster/members/2", None),
+        (Method::POST, "/nowhere", None),
+    ];
+    for (method, path, body) in &writes {
+        for bearer in [None, Some("wrong"), Some(&TOKEN[..TOKEN.len() - 1])] {
+            let r = api.call(method.clone(), path, *body, bearer).await;
+            assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized");
+            assert!(!r.text.contains(TOKEN), "{}", r.text);
+        }
+    }
+    // a lowercase scheme is fine
+    let app = router(api.plane.clone(), api.token.clone());
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri("/pipelines")
+        .header(header::AUTHORIZATION, format!("bearer {TOKEN}"))
+        .body(Body::from(body.clone()))
+        .unwrap();
+    assert_eq!(
+        app.oneshot(req).await.unwrap().status(),
+        StatusCode::CREATED
+    );
+    let r = api.send(Method::PUT, "/pipelines/a/resume", None).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    for path in [
+        "/pipelines",
+        "/pipelines/a",
+        "/pipelines/a/status",
+        "/pipelines/a/offsets",
+        "/cluster",
+        "/health",
+        "/metrics",
+        "/openapi.json",
+    ] {
+        assert_eq!(api.get(path).await.status, StatusCode::OK, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn metrics_and_openapi() {
+    let api = Api::open();
+    let r = api.get("/metrics").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(
+        r.content_type.starts_with("application/openmetrics-text"),
+        "{}",
+        r.content_type
+    );
+    assert!(r.text.contains("capstan_raft_term 3"));
+    let r = api.get("/openapi.json").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let doc = r.json();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    let paths = doc["paths"].as_object().unwrap();
+    for p in [
+        "/pipelines",
+        "/pipelines/{name}",
+        "/pipelines/{name}/config",
+        "/pipelines/{name}/status",
+        "/pipelines/{name}/pause",
+        "/pipelines/{name}/resume",
+        "/pipelines/{name}/stop",
+        "/pipelines/{name}/restart",
+        "/pipelines/{name}/offsets",
+        "/cluster",
+        "/cluster/members",
+        "/cluster/members/{id}",
+        "/health",
+        "/metrics",
+        "/openapi.json",
+    ] {
+        assert!(paths.contains_key(p), "openapi lacks {p}");
+    }
+    assert!(paths["/pipelines/{name}/config"]["put"].is_object());
+    assert!(paths["/pipelines/{name}/offsets"]["delete"].is_object());
+    assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+    assert!(doc["components"]["schemas"]["ApiError"].is_object());
+}

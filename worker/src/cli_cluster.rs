@@ -1,0 +1,96 @@
+//! `capstan cluster …`: the cluster as any node sees it.
+
+use clap::Subcommand;
+use serde_json::Value;
+
+use crate::cli_client::{print_json, ApiArgs, ApiClient, CliError};
+
+/// Cluster subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Members, leader, term and the pipelines each member owns.
+    Status,
+}
+
+/// Runs one cluster subcommand.
+pub async fn run(args: &ApiArgs, command: ClusterCommand) -> Result<(), CliError> {
+    let api = ApiClient::new(args)?;
+    match command {
+        ClusterCommand::Status => {
+            let v = api.get("/cluster").await?;
+            if args.json {
+                print_json(&v);
+            } else {
+                println!("{}", cluster_lines(&v));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn cluster_lines(v: &Value) -> String {
+    let num = |x: &Value| x.as_u64().map_or("-".to_string(), |n| n.to_string());
+    let mut lines = vec![format!(
+        "node {} answered: leader {}, term {}, last applied {}",
+        num(&v["node_id"]),
+        num(&v["leader"]),
+        num(&v["term"]),
+        num(&v["last_applied"])
+    )];
+    lines.push(format!(
+        "{:<4} {:<6} {:<9} {:<22} {:<22} PIPELINES",
+        "ID", "ROLE", "HEALTH", "RAFT", "API"
+    ));
+    for m in v["members"].as_array().into_iter().flatten() {
+        let id = m["id"].as_u64();
+        let role = if id.is_some() && id == v["leader"].as_u64() {
+            "leader"
+        } else if m["voter"].as_bool() == Some(true) {
+            "voter"
+        } else {
+            "learner"
+        };
+        let owned: Vec<&str> = m["owned_pipelines"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        lines.push(format!(
+            "{:<4} {:<6} {:<9} {:<22} {:<22} {}",
+            num(&m["id"]),
+            role,
+            m["health"].as_str().unwrap_or("-"),
+            m["raft_addr"].as_str().unwrap_or("-"),
+            m["api_addr"].as_str().unwrap_or("-"),
+            if owned.is_empty() {
+                "-".to_string()
+            } else {
+                owned.join(",")
+            }
+        ));
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_are_tabulated() {
+        let v = serde_json::json!({"node_id": 1, "leader": 2, "term": 3, "last_applied": 9,
+        "members": [
+            {"id": 1, "raft_addr": "h:1", "api_addr": "h:2", "voter": true, "health": "member", "owned_pipelines": []},
+            {"id": 2, "raft_addr": "h:3", "api_addr": "h:4", "voter": true, "health": "member", "owned_pipelines": ["a", "b"]}
+        ]});
+        let s = cluster_lines(&v);
+        assert!(
+            s.starts_with("node 1 answered: leader 2, term 3, last applied 9"),
+            "{s}"
+        );
+        assert!(
+            s.lines()
+                .any(|l| l.starts_with("2    leader") && l.ends_with("a,b")),
+            "{s}"
+        );
+    }
+}
