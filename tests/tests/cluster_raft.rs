@@ -277,3 +277,22 @@ fn workers_join_and_leave_at_runtime() {
         .unwrap();
     assert_eq!(code, 404);
 }
+
+#[test]
+fn a_worker_without_quorum_still_exits_on_sigterm() {
+    let Some(mut c) = Cluster::start(3) else {
+        return;
+    };
+    c.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
+    c.kill9(2);
+    c.kill9(3);
+    let sent = Instant::now();
+    c.signal(1, "TERM");
+    // the lease release cannot commit; it is abandoned after one lease (2 s)
+    assert!(
+        c.wait_exit(1, Duration::from_secs(10)),
+        "worker 1 hangs on shutdown without quorum; log:\n{}",
+        c.log_tail(1)
+    );
+    assert!(sent.elapsed() < Duration::from_secs(8));
+}

@@ -317,9 +317,17 @@ impl Node {
 
     /// Releases this worker's lease so the leader moves its pipelines at once, then stops the
     /// node's servers and Raft.
+    ///
+    /// Without a quorum the release cannot commit; it is abandoned after one lease (the
+    /// leader then expires this worker's lease the ordinary way).
     pub async fn shutdown(&self) {
-        if let Err(e) = self.write(Command::ReleaseLease { node: self.id }).await {
-            warn!(node = self.id, error = %e, "could not release the lease before shutdown");
+        let release = self.write(Command::ReleaseLease { node: self.id });
+        match tokio::time::timeout(self.config.lease, release).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                warn!(node = self.id, error = %e, "could not release the lease before shutdown")
+            }
+            Err(_) => warn!(node = self.id, "lease release timed out (no quorum?)"),
         }
         let _ = self.shutdown.send(true);
         if let Err(e) = self.raft.shutdown().await {

@@ -38,6 +38,8 @@ use crate::node::Node;
 pub const CHECKPOINT_EVERY_TX: u64 = 1_000;
 /// …or after this long, whichever comes first.
 pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+/// At most this many source transactions are published as one batch.
+pub const MAX_BATCH_TX: usize = 500;
 
 /// One pipeline incarnation: a name, an owner epoch, a checked definition.
 #[derive(Debug)]
@@ -130,10 +132,25 @@ impl PipelineRunner {
                     let Some(item) = item else {
                         return Err(RunnerExit::failed("source_stopped"));
                     };
+                    // take whatever else is already waiting, up to a bound, and publish it as
+                    // one batch: one round of acknowledgements instead of one per transaction
+                    let mut outputs = Vec::new();
                     let (output, position) = item.map_err(|e| RunnerExit::failed(e.code()))?;
-                    self.deliver(&records, &publisher, &output).await?;
+                    outputs.push(output);
                     processed = position;
-                    since_commit += 1;
+                    while outputs.len() < MAX_BATCH_TX {
+                        match rx.try_recv() {
+                            Ok(item) => {
+                                let (output, position) =
+                                    item.map_err(|e| RunnerExit::failed(e.code()))?;
+                                outputs.push(output);
+                                processed = position;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    self.deliver(&records, &publisher, &outputs).await?;
+                    since_commit += outputs.len() as u64;
                 }
                 _ = tick.tick() => {}
             }
@@ -153,17 +170,14 @@ impl PipelineRunner {
         }
     }
 
-    /// Publishes one output's records and waits for Kafka's acknowledgement.
+    /// Publishes the records of `outputs` (in order) and waits for Kafka's acknowledgement of
+    /// every one of them.
     async fn deliver(
         &self,
         records: &RecordBuilder,
         publisher: &KafkaPublisher,
-        output: &AssemblerOutput,
+        outputs: &[AssemblerOutput],
     ) -> Step<()> {
-        let AssemblerOutput::Transaction(tx) = output else {
-            // schema changes and filtered transactions only advance the position
-            return Ok(());
-        };
         let ctx = RecordContext {
             pipeline: &self.name,
             epoch: self.epoch,
@@ -174,9 +188,16 @@ impl PipelineRunner {
             file: "",
             pos: 0,
         };
-        let batch = records
-            .transaction_records(tx, &coordinates, &ctx)
-            .map_err(|e| RunnerExit::failed(e.code()))?;
+        let mut batch = Vec::new();
+        for output in outputs {
+            // schema changes and filtered transactions only advance the position
+            if let AssemblerOutput::Transaction(tx) = output {
+                let records = records
+                    .transaction_records(tx, &coordinates, &ctx)
+                    .map_err(|e| RunnerExit::failed(e.code()))?;
+                batch.extend(records);
+            }
+        }
         if batch.is_empty() {
             return Ok(());
         }
