@@ -113,12 +113,16 @@ async fn worker(path: PathBuf) -> Result<(), String> {
     let node = Node::start(config)
         .await
         .map_err(|e| format!("{} ({})", e, e.code()))?;
+    let metrics = Arc::new(Metrics::new());
     let (stop_runners, runners_stop) = tokio::sync::watch::channel(false);
-    let supervisor = tokio::spawn(crate::pipeline::supervise(node.clone(), runners_stop));
+    let supervisor = tokio::spawn(crate::pipeline::supervise(
+        node.clone(),
+        metrics.clone(),
+        runners_stop,
+    ));
     let listener = TcpListener::bind(api_listen)
         .await
         .map_err(|e| format!("cannot listen on {api_listen}: {e}"))?;
-    let metrics = Arc::new(Metrics::new());
     let plane = NodeControlPlane::new(node.clone(), metrics, token.clone());
     tokio::spawn(observe_metrics(node.clone(), plane.clone()));
     let app = capstan_rest_api::router(Arc::new(plane), token.clone());

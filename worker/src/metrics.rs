@@ -327,8 +327,6 @@ impl Metrics {
     }
 
     /// The runner's hook: a batch was published (acknowledged by Kafka).
-    // the runner calls this; until it is wired, only tests do
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn record_published(&self, pipeline: &str, rows: u64, transactions: u64, bytes: u64) {
         let label = PipelineLabel {
             pipeline: pipeline.to_string(),
@@ -339,8 +337,6 @@ impl Metrics {
     }
 
     /// The runner's hook: the lag of the last published transaction.
-    // the runner calls this; until it is wired, only tests do
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn set_lag_seconds(&self, pipeline: &str, seconds: f64) {
         let label = PipelineLabel {
             pipeline: pipeline.to_string(),

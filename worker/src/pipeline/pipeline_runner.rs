@@ -32,6 +32,7 @@ use tracing::{info, warn};
 
 use super::pipeline_spec::{CheckedPipelineSpec, StartAt};
 use super::runner_exit::RunnerExit;
+use crate::metrics::Metrics;
 use crate::node::Node;
 
 /// Commit the checkpoint after this many transactions…
@@ -45,6 +46,7 @@ pub const MAX_BATCH_TX: usize = 500;
 #[derive(Debug)]
 pub struct PipelineRunner {
     node: Arc<Node>,
+    metrics: Arc<Metrics>,
     name: String,
     epoch: Epoch,
     spec: CheckedPipelineSpec,
@@ -55,9 +57,16 @@ type Step<T> = Result<T, RunnerExit>;
 
 impl PipelineRunner {
     /// A runner for `name` at `epoch`.
-    pub fn new(node: Arc<Node>, name: String, epoch: Epoch, spec: CheckedPipelineSpec) -> Self {
+    pub fn new(
+        node: Arc<Node>,
+        metrics: Arc<Metrics>,
+        name: String,
+        epoch: Epoch,
+        spec: CheckedPipelineSpec,
+    ) -> Self {
         PipelineRunner {
             node,
+            metrics,
             name,
             epoch,
             spec,
@@ -189,9 +198,13 @@ impl PipelineRunner {
             pos: 0,
         };
         let mut batch = Vec::new();
+        let (mut rows, mut transactions, mut last_commit_micros) = (0u64, 0u64, None);
         for output in outputs {
             // schema changes and filtered transactions only advance the position
             if let AssemblerOutput::Transaction(tx) = output {
+                rows += tx.changes.len() as u64;
+                transactions += 1;
+                last_commit_micros = Some(tx.committed_at_micros);
                 let records = records
                     .transaction_records(tx, &coordinates, &ctx)
                     .map_err(|e| RunnerExit::failed(e.code()))?;
@@ -202,10 +215,19 @@ impl PipelineRunner {
             return Ok(());
         }
         self.require_lease()?;
+        let bytes: u64 = batch.iter().map(|r| r.approximate_size() as u64).sum();
         publisher
             .publish(batch)
             .await
-            .map_err(|e| RunnerExit::failed(e.code()))
+            .map_err(|e| RunnerExit::failed(e.code()))?;
+        self.metrics
+            .record_published(&self.name, rows, transactions, bytes);
+        if let Some(committed) = last_commit_micros {
+            // commit-to-acknowledgement lag of the newest transaction of the batch
+            let lag = now_ms().saturating_sub(committed / 1000) as f64 / 1000.0;
+            self.metrics.set_lag_seconds(&self.name, lag);
+        }
+        Ok(())
     }
 
     /// Where the dump starts: the replicated checkpoint, else what the definition asks for.

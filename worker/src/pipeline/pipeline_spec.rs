@@ -282,23 +282,34 @@ fn check_name(name: &str) -> Result<(), PipelineSpecError> {
     Ok(())
 }
 
-/// serde's `invalid value: string "…"` messages quote the value; keep only its type.
+/// serde quotes the offending *value* in some messages (`invalid type: integer `12345``,
+/// `invalid value: string "…"`, `unknown variant `…``) and a *key* in others (`unknown field`,
+/// `missing field`). Values may be secrets, so every quoted part of a value message is
+/// replaced; key messages are kept as they are.
 fn redact_serde_message(message: &str) -> String {
+    let names_a_key = message.starts_with("unknown field") || message.starts_with("missing field");
+    if names_a_key {
+        return message.to_string();
+    }
     let mut out = String::with_capacity(message.len());
     let mut rest = message;
-    while let Some(start) = rest.find('"') {
+    while let Some(start) = rest.find(['"', '`']) {
+        let quote = rest.as_bytes()[start] as char;
         out.push_str(&rest[..start]);
-        match rest[start + 1..].find('"') {
+        match rest[start + 1..].find(quote) {
             Some(end) => {
                 out.push_str("<redacted>");
                 rest = &rest[start + 1 + end + 1..];
             }
             None => {
+                out.push_str("<redacted>");
                 rest = "";
             }
         }
     }
     out.push_str(rest);
+    // "expected one of `a`, `b`" lists only names we defined; they were redacted above
+    // together with the value, which loses nothing secret
     out
 }
 
@@ -420,6 +431,19 @@ mod tests {
         let spec = PipelineSpec::from_json(v).unwrap().validate().unwrap();
         assert!(!spec.tables.admits(&TableId::new("shop", "audit")));
         assert!(spec.tables.admits(&TableId::new("x", "y")));
+    }
+
+    #[test]
+    fn numeric_and_variant_values_are_not_echoed() {
+        let mut v = good();
+        v["source"]["password"] = json!(918273645);
+        let e = err(v);
+        assert_eq!(e.field, "source.password");
+        assert!(!e.to_string().contains("918273645"), "{e}");
+        let mut v = good();
+        v["source"]["tls"]["mode"] = json!("hunter2-secret");
+        let e = err(v);
+        assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 
     #[test]

@@ -18,6 +18,7 @@ use tracing::{info, warn};
 use super::pipeline_runner::PipelineRunner;
 use super::pipeline_spec::PipelineSpec;
 use super::runner_exit::RunnerExit;
+use crate::metrics::Metrics;
 use crate::node::Node;
 
 /// How often the supervisor re-evaluates.
@@ -34,7 +35,7 @@ struct Running {
 }
 
 /// Runs until `stop` turns true (or the node stops), then stops every runner.
-pub async fn supervise(node: Arc<Node>, stop: watch::Receiver<bool>) {
+pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Receiver<bool>) {
     let mut runners: HashMap<String, Running> = HashMap::new();
     let mut halted: HashMap<String, Incarnation> = HashMap::new();
     let mut tick = tokio::time::interval(EVERY);
@@ -123,7 +124,8 @@ pub async fn supervise(node: Arc<Node>, stop: watch::Receiver<bool>) {
             };
             info!(pipeline = %name, epoch = key.0, "starting runner");
             let (stop, stop_rx) = watch::channel(false);
-            let runner = PipelineRunner::new(node.clone(), name.clone(), key.0, spec);
+            let runner =
+                PipelineRunner::new(node.clone(), metrics.clone(), name.clone(), key.0, spec);
             let handle = tokio::spawn(runner.run(stop_rx));
             runners.insert(name, Running { key, stop, handle });
         }
