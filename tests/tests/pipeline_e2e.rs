@@ -163,6 +163,22 @@ async fn mysql_changes_reach_kafka_in_order_through_a_three_node_cluster() {
             covered.is_some(),
             "checkpoint never covered the last transaction"
         );
+        // the owner's metrics count what it published
+        let (_, status) = c.get(leader, "/pipelines/items/status").unwrap();
+        let owner = status["owner"].as_u64().unwrap();
+        let text = reqwest::blocking::get(format!("{}/metrics", c.workers[&owner].api()))
+            .unwrap()
+            .text()
+            .unwrap();
+        let rows = text
+            .lines()
+            .find(|l| l.contains("pipeline_rows_total{") && l.contains("\"items\""))
+            .unwrap_or_else(|| panic!("no rows counter in:\n{text}"));
+        let n: f64 = rows.rsplit(' ').next().unwrap().parse().unwrap();
+        assert_eq!(
+            n, 5.0,
+            "two inserts, an update, a delete and an insert: {rows}"
+        );
     })
     .await
     .unwrap();
