@@ -1,11 +1,16 @@
 //! Worker liveness as the Raft leader sees it (see docs/adr/0004-worker-liveness.md).
 //!
 //! Every worker renews its lease by committing a `RenewLease` command through Raft; the
-//! replicated state counts renewals per worker. The leader samples those counters and notes,
-//! on its own monotonic clock, when each worker's counter last moved. A worker is live while
-//! that moment is no older than `lease + margin`. A newly elected leader has seen nothing yet,
-//! so it treats every member as live for one `lease + margin` from its own start of tracking:
-//! it never moves a pipeline on evidence it has not had time to gather.
+//! replicated state counts renewals per worker. Every node (not only the leader) samples those
+//! counters as it applies them and notes, on its own monotonic clock, when each worker's
+//! counter last moved; it sees a renewal only after it was sent, so its view is never ahead of
+//! the renewing worker's own lease clock. A worker is live while that moment is no older than
+//! `lease + margin`. A node that becomes leader keeps what it observed as a follower, so a dead
+//! owner that was also the leader is recognised as soon as its lease would have run out; the
+//! new leader plans only after it has applied an entry of its own term, so every committed
+//! renewal is observed before any decision (a renewal seen late looks *younger*, never older).
+//! A node that has just started has seen nothing and treats every member as live for one
+//! `lease + margin`: it never moves a pipeline on evidence it has not had time to gather.
 //!
 //! Pure: the caller passes `now`.
 

@@ -387,24 +387,29 @@ async fn renew_leases(node: Arc<Node>) {
     }
 }
 
-/// On the leader: track leases and propose the scheduler's plan.
+/// On every node: follow the lease renewals; on the leader: propose the scheduler's plan.
 async fn schedule(node: Arc<Node>) {
     let expiry = node.config.lease + node.config.lease / 4;
-    let mut tracker: Option<LeaseTracker> = None;
+    let mut tracker = LeaseTracker::new(expiry, Instant::now());
     let mut tick = tokio::time::interval(SCHEDULE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while !node.is_stopping() {
         tick.tick().await;
-        let metrics = node.raft.metrics().borrow().clone();
-        if metrics.state != ServerState::Leader {
-            tracker = None;
-            continue;
-        }
         let now = Instant::now();
-        let tracker = tracker.get_or_insert_with(|| LeaseTracker::new(expiry, now));
+        let metrics = node.raft.metrics().borrow().clone();
+        let is_leader = metrics.state == ServerState::Leader;
+        // every node follows the renewals, so a new leader already knows who went quiet
         let state: ClusterState = node.state.snapshot();
         let released = state.released_nodes();
         tracker.observe(state.lease_renewals(), &released, now);
+        // a new leader plans only once it has applied an entry of its own term: by then it
+        // has applied every committed renewal, so no worker looks older than it is
+        let caught_up = metrics
+            .last_applied
+            .is_some_and(|l| l.leader_id.term == metrics.current_term);
+        if !is_leader || !caught_up {
+            continue;
+        }
         let members = metrics
             .membership_config
             .membership()
