@@ -257,6 +257,11 @@ impl Cluster {
         }
     }
 
+    /// Worker `id`'s whole log.
+    pub fn log(&self, id: u64) -> String {
+        std::fs::read_to_string(&self.workers[&id].log).unwrap_or_default()
+    }
+
     /// The last lines of worker `id`'s log, for assertion messages.
     pub fn log_tail(&self, id: u64) -> String {
         let text = std::fs::read_to_string(&self.workers[&id].log).unwrap_or_default();
