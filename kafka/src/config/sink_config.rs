@@ -72,7 +72,8 @@ pub struct SinkConfig {
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: u32,
     /// How long librdkafka keeps retrying a record before failing its delivery, in ms.
-    /// Default 300000.
+    /// Default 300000; in `exactly_once` mode, where it may not exceed
+    /// `transaction_timeout_ms`, the default becomes `transaction_timeout_ms`.
     #[serde(default = "default_delivery_timeout_ms")]
     pub delivery_timeout_ms: u64,
     /// Exactly-once only: the compacted topic holding each pipeline's offsets record.
@@ -172,8 +173,17 @@ impl SinkConfig {
                 "must be 1000 to 2147483647",
             ));
         }
+        // the at-least-once default is longer than a transaction may live: in exactly-once
+        // mode an unchanged default follows the transaction timeout instead
+        let delivery_timeout_ms = if self.delivery == DeliveryMode::ExactlyOnce
+            && self.delivery_timeout_ms == default_delivery_timeout_ms()
+        {
+            self.delivery_timeout_ms.min(self.transaction_timeout_ms)
+        } else {
+            self.delivery_timeout_ms
+        };
         if self.delivery == DeliveryMode::ExactlyOnce
-            && self.delivery_timeout_ms > self.transaction_timeout_ms
+            && delivery_timeout_ms > self.transaction_timeout_ms
         {
             return Err(invalid(
                 "delivery_timeout_ms",
@@ -200,7 +210,7 @@ impl SinkConfig {
                 "max.in.flight.requests.per.connection",
                 self.max_in_flight.to_string(),
             ),
-            ("message.timeout.ms", self.delivery_timeout_ms.to_string()),
+            ("message.timeout.ms", delivery_timeout_ms.to_string()),
             ("linger.ms", "5".to_string()),
         ]
         .into_iter()
@@ -287,6 +297,14 @@ mod tests {
             checked.record_options.transaction_topic.as_deref(),
             Some("cdc.transaction")
         );
+    }
+
+    #[test]
+    fn exactly_once_with_defaults_validates() {
+        let mut c = SinkConfig::new("k:9092", "cdc");
+        c.delivery = DeliveryMode::ExactlyOnce;
+        let checked = c.validate(Flavor::Mysql).unwrap();
+        assert_eq!(checked.producer.get("message.timeout.ms"), Some("60000"));
     }
 
     #[test]

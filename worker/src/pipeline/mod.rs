@@ -4,6 +4,7 @@
 mod pipeline_runner;
 mod pipeline_spec;
 mod runner_exit;
+mod runner_sink;
 mod runner_supervisor;
 
 pub use pipeline_spec::PipelineSpec;

@@ -24,14 +24,20 @@ use capstan_connectors::mysql::{
     detect_flavor, AssemblerConfig, AssemblerOutput, BinlogSource, SourceClient, StartPosition,
 };
 use capstan_core::position::Position;
-use capstan_kafka::publisher::{KafkaPublisher, Publisher};
+use capstan_kafka::config::DeliveryMode;
+use capstan_kafka::exactly_once::{
+    Checkpoint, ExactlyOncePublisher, KafkaTransactionalLog, OwnerIdentity, SnapshotProgress,
+};
+use capstan_kafka::publisher::KafkaPublisher;
 use capstan_kafka::record::{BinlogCoordinates, RecordBuilder, RecordContext};
+use capstan_kafka::Consequence;
 use capstan_raft_store::{Command, Epoch, Response, RunnerState};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use super::pipeline_spec::{CheckedPipelineSpec, StartAt};
 use super::runner_exit::RunnerExit;
+use super::runner_sink::RunnerSink;
 use crate::metrics::Metrics;
 use crate::node::Node;
 
@@ -39,6 +45,8 @@ use crate::node::Node;
 pub const CHECKPOINT_EVERY_TX: u64 = 1_000;
 /// …or after this long, whichever comes first.
 pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+/// Bound on each blocking exactly-once call (init, commit, abort, offsets read).
+const EXACTLY_ONCE_OP_TIMEOUT: Duration = Duration::from_secs(30);
 /// At most this many source transactions are published as one batch.
 pub const MAX_BATCH_TX: usize = 500;
 
@@ -103,6 +111,7 @@ impl PipelineRunner {
     async fn stream_inner(&self) -> Step<std::convert::Infallible> {
         self.report(RunnerState::Starting).await?;
         let start = self.start_position().await?;
+        let (mut sink, start) = self.open_sink(start).await?;
         let assembler = AssemblerConfig {
             filter: self.spec.tables.clone(),
             ..AssemblerConfig::default()
@@ -113,8 +122,6 @@ impl PipelineRunner {
         let mut options = self.spec.sink.record_options.clone();
         options.flavor = source.flavor();
         let records = RecordBuilder::new(options);
-        let publisher = KafkaPublisher::new(&self.spec.sink.producer)
-            .map_err(|e| RunnerExit::failed(e.code()))?;
         self.report(RunnerState::Streaming).await?;
         info!(pipeline = %self.name, epoch = self.epoch, flavor = %source.flavor(), "streaming");
 
@@ -158,7 +165,7 @@ impl PipelineRunner {
                             Err(_) => break,
                         }
                     }
-                    self.deliver(&records, &publisher, &outputs).await?;
+                    self.deliver(&records, &mut sink, &outputs, &processed).await?;
                     since_commit += outputs.len() as u64;
                 }
                 _ = tick.tick() => {}
@@ -184,8 +191,9 @@ impl PipelineRunner {
     async fn deliver(
         &self,
         records: &RecordBuilder,
-        publisher: &KafkaPublisher,
+        sink: &mut RunnerSink,
         outputs: &[AssemblerOutput],
+        position: &Position,
     ) -> Step<()> {
         let ctx = RecordContext {
             pipeline: &self.name,
@@ -211,15 +219,16 @@ impl PipelineRunner {
                 batch.extend(records);
             }
         }
-        if batch.is_empty() {
-            return Ok(());
-        }
         self.require_lease()?;
         let bytes: u64 = batch.iter().map(|r| r.approximate_size() as u64).sum();
-        publisher
-            .publish(batch)
+        sink.publish(batch, position)
             .await
-            .map_err(|e| RunnerExit::failed(e.code()))?;
+            .map_err(|e| match e.consequence() {
+                Consequence::Fenced => RunnerExit::Fenced {
+                    code: e.code().to_string(),
+                },
+                _ => RunnerExit::failed(e.code()),
+            })?;
         self.metrics
             .record_published(&self.name, rows, transactions, bytes);
         if let Some(committed) = last_commit_micros {
@@ -228,6 +237,73 @@ impl PipelineRunner {
             self.metrics.set_lag_seconds(&self.name, lag);
         }
         Ok(())
+    }
+
+    /// Opens the publisher. In exactly-once mode this fences every earlier producer of the
+    /// pipeline first, then resumes from whichever of the Kafka offsets record and the Raft
+    /// checkpoint is ahead (bringing Raft up to date when it lags).
+    async fn open_sink(&self, start: StartPosition) -> Step<(RunnerSink, StartPosition)> {
+        let sink = &self.spec.sink;
+        if sink.delivery == DeliveryMode::AtLeastOnce {
+            let publisher =
+                KafkaPublisher::new(&sink.producer).map_err(|e| RunnerExit::failed(e.code()))?;
+            return Ok((RunnerSink::AtLeastOnce(publisher), start));
+        }
+        let raft_position = match start {
+            StartPosition::Checkpoint(p) => p,
+            StartPosition::Current => {
+                let mut client =
+                    SourceClient::open(&self.spec.source, self.spec.source.stream_timeout)
+                        .await
+                        .map_err(|e| RunnerExit::failed(e.code()))?;
+                client
+                    .positions()
+                    .await
+                    .map_err(|e| RunnerExit::failed(e.code()))?
+                    .executed()
+            }
+        };
+        let log = KafkaTransactionalLog::new(
+            sink.producer.clone(),
+            sink.transaction_timeout_ms,
+            EXACTLY_ONCE_OP_TIMEOUT,
+        );
+        let transactional_id = sink.transactional_id(&self.name);
+        self.require_lease()?;
+        let (publisher, plan) = ExactlyOncePublisher::open(
+            &log,
+            OwnerIdentity {
+                pipeline: &self.name,
+                epoch: self.epoch,
+                transactional_id: &transactional_id,
+                offsets_topic: &sink.offsets_topic,
+            },
+            Checkpoint {
+                position: raft_position,
+                snapshot: SnapshotProgress::default(),
+            },
+        )
+        .await
+        .map_err(|e| RunnerExit::failed(e.code()))?;
+        info!(
+            pipeline = %self.name,
+            epoch = self.epoch,
+            source = ?plan.source,
+            raft_behind = plan.raft_behind,
+            "exactly-once resume point decided"
+        );
+        if plan.raft_behind {
+            self.owner_write(Command::CommitCheckpoint {
+                pipeline: self.name.clone(),
+                epoch: self.epoch,
+                position: plan.checkpoint.position.clone(),
+            })
+            .await?;
+        }
+        Ok((
+            RunnerSink::ExactlyOnce(Box::new(publisher)),
+            StartPosition::Checkpoint(plan.checkpoint.position),
+        ))
     }
 
     /// Where the dump starts: the replicated checkpoint, else what the definition asks for.
