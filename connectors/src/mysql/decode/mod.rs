@@ -8,6 +8,7 @@
 //! metadata and mis-decodes negative TIME(1)/TIME(2).
 
 mod cursor;
+mod json;
 mod numeric;
 mod temporal;
 mod text;

@@ -2,8 +2,6 @@
 //! GEOMETRY and VECTOR.
 
 use capstan_core::change::Value;
-use mysql_common::binlog::jsonb;
-use mysql_common::io::ParseBuf;
 
 use super::cursor::Cursor;
 use crate::mysql::halt::Halt;
@@ -104,20 +102,21 @@ pub(crate) fn vector(cur: &mut Cursor<'_>, col: &ColumnSchema) -> Result<Value, 
     ))
 }
 
-/// MySQL JSON: binary JSON → JSON text (mysql_common's jsonb decoder). An empty value is
-/// JSON null (MySQL writes a NOT NULL JSON column without a value that way).
+/// MySQL JSON: binary JSON → JSON text (our one-pass writer; mysql_common's DOM for what it
+/// defers). An empty value is JSON null (MySQL writes a NOT NULL JSON column without a value
+/// that way).
 pub(crate) fn json(cur: &mut Cursor<'_>, col: &ColumnSchema) -> Result<Value, Halt> {
     let bytes = blob_bytes(cur, col)?;
     if bytes.is_empty() {
         return Ok(Value::Json("null".into()));
     }
-    let parsed: jsonb::Value<'_> = ParseBuf(bytes)
-        .parse(())
-        .map_err(|_| cur.fail("malformed binary json"))?;
-    let dom = parsed
-        .parse()
-        .map_err(|_| cur.fail("malformed binary json"))?;
-    Ok(Value::Json(serde_json::Value::from(dom).to_string()))
+    let mut out = String::with_capacity(bytes.len() + bytes.len() / 2 + 8);
+    if super::json::write_json_text(bytes, &mut out).is_some() {
+        return Ok(Value::Json(out));
+    }
+    super::json::via_dom(bytes)
+        .map(Value::Json)
+        .ok_or_else(|| cur.fail("malformed binary json"))
 }
 
 /// BIT(n): metadata `[n % 8, n / 8]`; `ceil(n / 8)` big-endian bytes.
