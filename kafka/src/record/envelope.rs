@@ -1,5 +1,5 @@
 //! The serialised shapes: the change-event envelope, its `source` block, row images as
-//! ordered JSON objects, and the transaction-metadata events.
+//! ordered JSON objects, the transaction-metadata events and the schema-change events.
 //!
 //! Row images and keys keep the table's column order (and key order) on the wire, without
 //! relying on serde_json's `preserve_order` feature: [`OrderedObject`] serialises its pairs
@@ -32,7 +32,8 @@ pub(crate) struct Source<'a> {
     pub(crate) ts_ms: u64,
     pub(crate) snapshot: &'static str,
     pub(crate) db: &'a str,
-    pub(crate) table: &'a str,
+    /// Always set on data events; `None` (null) on a schema change that names no table.
+    pub(crate) table: Option<&'a str>,
     pub(crate) server_id: u32,
     pub(crate) gtid: Option<&'a str>,
     pub(crate) file: &'a str,
@@ -80,4 +81,29 @@ pub(crate) struct TransactionEvent<'a> {
 #[derive(Serialize)]
 pub(crate) struct TransactionKey<'a> {
     pub(crate) id: &'a str,
+}
+
+/// The key of a schema-change event (Debezium's `SchemaChangeKey`).
+#[derive(Serialize)]
+pub(crate) struct SchemaChangeKey<'a> {
+    #[serde(rename = "databaseName")]
+    pub(crate) database_name: &'a str,
+}
+
+/// A schema-change event (Debezium's `SchemaChangeValue`, without `tableChanges`, plus
+/// capstan's `tableName` and `kind`).
+#[derive(Serialize)]
+pub(crate) struct SchemaChangeEvent<'a> {
+    pub(crate) source: Source<'a>,
+    pub(crate) ts_ms: u64,
+    #[serde(rename = "databaseName")]
+    pub(crate) database_name: &'a str,
+    /// Always null: MySQL and MariaDB have no schemas inside a database.
+    #[serde(rename = "schemaName")]
+    pub(crate) schema_name: Option<&'a str>,
+    #[serde(rename = "tableName")]
+    pub(crate) table_name: Option<&'a str>,
+    pub(crate) kind: &'static str,
+    /// The statement text, only when the pipeline opted in; else null.
+    pub(crate) ddl: Option<&'a str>,
 }

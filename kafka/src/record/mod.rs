@@ -1,11 +1,14 @@
 //! Pure mapping from changes to Kafka records: topics, keys, Debezium-style envelopes,
-//! transaction metadata and the headers that let a consumer recognise a duplicate.
+//! transaction metadata, schema-change events and the headers that let a consumer recognise
+//! a duplicate.
 //! The wire format is specified in `docs/event-format.md`.
 
 mod charset_decoder;
 mod envelope;
 #[cfg(test)]
 mod golden_column_types;
+#[cfg(test)]
+mod golden_schema_changes;
 #[cfg(test)]
 mod golden_tests;
 mod json_value;
@@ -18,7 +21,8 @@ pub use kafka_record::{
     KafkaRecord, HEADER_EPOCH, HEADER_PIPELINE, HEADER_POSITION, HEADER_RECORD, HEADER_ROW,
 };
 pub use record_builder::{
-    BinlogCoordinates, RecordBuilder, RecordContext, RecordOptions, SnapshotChunk, SOURCE_VERSION,
+    BinlogCoordinates, RecordBuilder, RecordContext, RecordOptions, SnapshotChunk,
+    SCHEMA_CHANGE_POSITION_PREFIX, SOURCE_VERSION,
 };
 pub(crate) use topic_template::check_topic_name;
 pub use topic_template::{

@@ -11,20 +11,28 @@
 //! With a transaction topic configured, a `BEGIN` event precedes and an `END` event (event
 //! counts per data collection) follows the transaction's data events. A transaction with no
 //! changes produces no records at all.
+//!
+//! A DDL statement becomes one schema-change event on the topic named after the prefix
+//! (Debezium's schema-change topic), keyed by its database.
 
 use std::sync::Arc;
 
-use capstan_core::change::{Change, Op, Row, TableId, Transaction};
+use capstan_core::change::{Change, Op, Row, SchemaChange, TableId, Transaction, TransactionGtid};
 use capstan_core::position::Flavor;
 
 use super::envelope::{
-    DataCollectionCount, Envelope, OrderedObject, Source, TransactionBlock, TransactionEvent,
-    TransactionKey,
+    DataCollectionCount, Envelope, OrderedObject, SchemaChangeEvent, SchemaChangeKey, Source,
+    TransactionBlock, TransactionEvent, TransactionKey,
 };
 use super::kafka_record::KafkaRecord;
 use super::record_emitter::{image, key_object, missing, serialize, Emitter};
 use super::topic_template::TopicTemplate;
 use crate::SinkError;
+
+/// `capstan.position` of a schema-change event is this prefix followed by the GTID of the
+/// statement's transaction: MySQL's atomic `CREATE TABLE … SELECT` writes its rows under the
+/// same GTID, and `(pipeline, position, record)` must stay unique.
+pub const SCHEMA_CHANGE_POSITION_PREFIX: &str = "ddl:";
 
 /// `source.version` of every event.
 pub const SOURCE_VERSION: &str = concat!("capstan-", env!("CARGO_PKG_VERSION"));
@@ -115,6 +123,11 @@ impl RecordBuilder {
                 table: table.to_string(),
                 reason,
             })
+    }
+
+    /// The schema-change topic: the topic prefix itself, as Debezium names it.
+    pub fn schema_change_topic(&self) -> &str {
+        self.options.topics.prefix()
     }
 
     fn connector(&self) -> &'static str {
@@ -284,7 +297,7 @@ impl RecordBuilder {
                     ts_ms: commit_ms,
                     snapshot: "false",
                     db: &table.schema,
-                    table: &table.table,
+                    table: Some(&table.table),
                     server_id: coordinates.server_id,
                     gtid: Some(gtid),
                     file: coordinates.file,
@@ -307,6 +320,67 @@ impl RecordBuilder {
             }
         }
         Ok(())
+    }
+
+    /// The record of one DDL statement: a single schema-change event on
+    /// [`Self::schema_change_topic`], keyed `{"databaseName": <schema>}` (`""` when the
+    /// statement names no schema and no default database was set).
+    ///
+    /// `gtid` is the statement's transaction; `coordinates` its binlog coordinates. The event
+    /// carries the statement text (`ddl`) only when `change.statement` is set, i.e. when the
+    /// pipeline opted in; otherwise `ddl` is null. The DDL's commit time is not known here, so
+    /// `source.ts_ms`, `ts_ms` and the record timestamp are all `ctx.now_ms`. The
+    /// `capstan.position` header is [`SCHEMA_CHANGE_POSITION_PREFIX`] + the GTID.
+    pub fn schema_change_records(
+        &self,
+        change: &SchemaChange,
+        gtid: &TransactionGtid,
+        coordinates: &BinlogCoordinates<'_>,
+        ctx: &RecordContext<'_>,
+    ) -> Result<Vec<KafkaRecord>, SinkError> {
+        let gtid = gtid.to_string();
+        let database = change.schema.as_deref().unwrap_or("");
+        let table = change.table.as_deref();
+        // only for a (value-free) serialisation error
+        let id = TableId::new(database, table.unwrap_or(""));
+        let event = SchemaChangeEvent {
+            source: Source {
+                version: SOURCE_VERSION,
+                connector: self.connector(),
+                name: self.options.topics.prefix(),
+                ts_ms: ctx.now_ms,
+                snapshot: "false",
+                db: database,
+                table,
+                server_id: coordinates.server_id,
+                gtid: Some(&gtid),
+                file: coordinates.file,
+                pos: coordinates.pos,
+                row: 0,
+            },
+            ts_ms: ctx.now_ms,
+            database_name: database,
+            schema_name: None,
+            table_name: table,
+            kind: change.kind.as_str(),
+            ddl: change.statement.as_deref(),
+        };
+        let key = serialize(
+            &SchemaChangeKey {
+                database_name: database,
+            },
+            &id,
+        )?;
+        let value = serialize(&event, &id)?;
+        let mut em = Emitter::new(*ctx, format!("{SCHEMA_CHANGE_POSITION_PREFIX}{gtid}"));
+        em.push(
+            self.schema_change_topic(),
+            Some(key),
+            Some(value),
+            None,
+            ctx.now_ms,
+        );
+        Ok(em.records)
     }
 
     /// The records (`op: "r"`) of one snapshot chunk, in row order. No transaction metadata
@@ -338,7 +412,7 @@ impl RecordBuilder {
                     ts_ms: ctx.now_ms,
                     snapshot,
                     db: &table.schema,
-                    table: &table.table,
+                    table: Some(&table.table),
                     server_id: chunk.coordinates.server_id,
                     gtid: None,
                     file: chunk.coordinates.file,
