@@ -1,6 +1,11 @@
 //! Publishing throughput to the in-process mock cluster (ignored by default; run with
 //! `cargo test -p capstan-kafka --release --test publish_throughput -- --ignored --nocapture`).
 //! Events are realistic change events of about 500 bytes (envelope + key + headers).
+//!
+//! The same records are also produced with a plain rdkafka `FutureProducer` (same producer
+//! properties, no capstan publisher): once enqueued all at once and awaited at the end (the raw
+//! limit of this broker and client), and once awaited per source transaction (the raw cost of
+//! capstan's barrier: a batch is acknowledged before the checkpoint may move).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -15,6 +20,9 @@ use capstan_kafka::exactly_once::{
 };
 use capstan_kafka::publisher::{KafkaPublisher, Publisher};
 use capstan_kafka::record::KafkaRecord;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::ClientConfig;
 
 const TRANSACTIONS: u64 = 200;
 const ROWS_PER_TRANSACTION: usize = 100;
@@ -56,6 +64,57 @@ fn config(cluster: &DevCluster) -> SinkConfig {
     c
 }
 
+/// A plain rdkafka producer with capstan's producer properties (idempotent, `acks=all`,
+/// `linger.ms=5`), built without capstan's config or publisher code.
+fn raw_producer(cluster: &DevCluster) -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("max.in.flight.requests.per.connection", "5")
+        .set("message.timeout.ms", "30000")
+        .set("linger.ms", "5")
+        .create()
+        .unwrap()
+}
+
+fn raw_record(r: &KafkaRecord) -> FutureRecord<'_, [u8], [u8]> {
+    let headers = r.headers.iter().fold(OwnedHeaders::new(), |h, (k, v)| {
+        h.insert(Header {
+            key: k,
+            value: Some(v.as_slice()),
+        })
+    });
+    let mut fr = FutureRecord::<[u8], [u8]>::to(&r.topic).headers(headers);
+    if let Some(k) = &r.key {
+        fr = fr.key(k.as_slice());
+    }
+    if let Some(v) = &r.value {
+        fr = fr.payload(v.as_slice());
+    }
+    if let Some(ts) = r.timestamp_ms {
+        fr = fr.timestamp(ts);
+    }
+    fr
+}
+
+/// Produces `records` with `send_result` (the local queue is large enough for all of them),
+/// then awaits every delivery.
+async fn raw_send(producer: &FutureProducer, records: &[KafkaRecord]) {
+    let mut pending = Vec::with_capacity(records.len());
+    for r in records {
+        pending.push(
+            producer
+                .send_result(raw_record(r))
+                .map_err(|(e, _)| e)
+                .unwrap(),
+        );
+    }
+    for d in pending {
+        d.await.unwrap().map_err(|(e, _)| e).unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark"]
 async fn throughput_idempotent_and_transactional() {
@@ -63,6 +122,27 @@ async fn throughput_idempotent_and_transactional() {
     cluster.create_topic("bench.shop.orders", 6, 3).unwrap();
     cluster.create_topic("capstan.offsets", 1, 3).unwrap();
     let batches = batches();
+
+    let raw = raw_producer(&cluster);
+    raw_send(&raw, &batches[0]).await; // warm up
+    let all: Vec<KafkaRecord> = batches.iter().flatten().cloned().collect();
+    let start = Instant::now();
+    raw_send(&raw, &all).await;
+    report(
+        "raw rdkafka FutureProducer, idempotent, acks=all, all records then all acks (limit)",
+        &batches,
+        start.elapsed(),
+    );
+    let start = Instant::now();
+    for batch in &batches {
+        raw_send(&raw, batch).await;
+    }
+    report(
+        "raw rdkafka FutureProducer, idempotent, acks=all, acks awaited per source transaction",
+        &batches,
+        start.elapsed(),
+    );
+    drop(raw);
 
     let publisher =
         KafkaPublisher::new(&config(&cluster).validate(Flavor::Mysql).unwrap().producer).unwrap();
@@ -73,6 +153,14 @@ async fn throughput_idempotent_and_transactional() {
     }
     report(
         "idempotent, acks=all, one publish per source transaction",
+        &batches,
+        start.elapsed(),
+    );
+    let one = all.clone();
+    let start = Instant::now();
+    publisher.publish(one).await.unwrap();
+    report(
+        "idempotent, acks=all, every record in one publish (same batching as the raw limit)",
         &batches,
         start.elapsed(),
     );
