@@ -145,6 +145,23 @@ async fn mysql_changes_reach_kafka_in_order_through_a_three_node_cluster() {
         after_ddl["after"]["stock"], 7,
         "the row after the DDL has the new column"
     );
+    // the DDL is on the schema-change topic (named after the prefix), statement redacted
+    let ddl: Vec<Value> = reader
+        .read_all("e2e")
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(value)
+        .filter(|v| v["databaseName"] == schema.as_str())
+        .collect();
+    assert_eq!(ddl.len(), 1, "{ddl:?}");
+    assert_eq!(ddl[0]["tableName"], "items");
+    assert_eq!(ddl[0]["kind"], "alter_table");
+    assert_eq!(
+        ddl[0]["ddl"],
+        Value::Null,
+        "statement text is redacted by default"
+    );
     for r in &records {
         assert_eq!(r.header_str("capstan.pipeline"), Some("items"));
     }

@@ -22,7 +22,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use capstan_connectors::mysql::{
     detect_flavor, AssemblerConfig, AssemblerOutput, BinlogSource, SourceClient, StartPosition,
+    TableFilter,
 };
+use capstan_core::change::{SchemaChange, TableId};
 use capstan_core::position::Position;
 use capstan_kafka::config::DeliveryMode;
 use capstan_kafka::exactly_once::{
@@ -208,15 +210,29 @@ impl PipelineRunner {
         let mut batch = Vec::new();
         let (mut rows, mut transactions, mut last_commit_micros) = (0u64, 0u64, None);
         for output in outputs {
-            // schema changes and filtered transactions only advance the position
-            if let AssemblerOutput::Transaction(tx) = output {
-                rows += tx.changes.len() as u64;
-                transactions += 1;
-                last_commit_micros = Some(tx.committed_at_micros);
-                let records = records
-                    .transaction_records(tx, &coordinates, &ctx)
-                    .map_err(|e| RunnerExit::failed(e.code()))?;
-                batch.extend(records);
+            match output {
+                AssemblerOutput::Transaction(tx) => {
+                    rows += tx.changes.len() as u64;
+                    transactions += 1;
+                    last_commit_micros = Some(tx.committed_at_micros);
+                    let records = records
+                        .transaction_records(tx, &coordinates, &ctx)
+                        .map_err(|e| RunnerExit::failed(e.code()))?;
+                    batch.extend(records);
+                }
+                // a DDL of a captured table (or of a captured table's database) goes to the
+                // schema-change topic, in binlog order with the rows around it
+                AssemblerOutput::SchemaChange { change, gtid, .. }
+                    if ddl_is_captured(&self.spec.tables, change) =>
+                {
+                    let records = records
+                        .schema_change_records(change, gtid, &coordinates, &ctx)
+                        .map_err(|e| RunnerExit::failed(e.code()))?;
+                    batch.extend(records);
+                }
+                // filtered transactions and other DDL only advance the position
+                AssemblerOutput::SchemaChange { .. } | AssemblerOutput::PositionAdvanced { .. } => {
+                }
             }
         }
         self.require_lease()?;
@@ -370,6 +386,21 @@ impl PipelineRunner {
                 Err(e) => return Err(RunnerExit::failed(e.code())),
             }
         }
+    }
+}
+
+/// True when a schema change concerns what the pipeline captures: a captured table, or (for a
+/// database-level statement) a database the capture list names.
+fn ddl_is_captured(filter: &TableFilter, change: &SchemaChange) -> bool {
+    let Some(schema) = change.schema.as_deref() else {
+        return matches!(filter, TableFilter::All);
+    };
+    match change.table.as_deref() {
+        Some(table) => filter.admits(&TableId::new(schema, table)),
+        None => match filter {
+            TableFilter::All | TableFilter::AllExcept(_) => true,
+            TableFilter::Only(tables) => tables.iter().any(|t| t.schema == schema),
+        },
     }
 }
 
