@@ -199,6 +199,60 @@ async fn mysql_changes_reach_kafka_in_order_through_a_three_node_cluster() {
     })
     .await
     .unwrap();
+    // pause is honoured within a second: nothing is published while paused, and resume
+    // picks up exactly where the pipeline stopped
+    let c = cluster.clone();
+    tokio::task::spawn_blocking(move || {
+        let (s, _) = c
+            .send(leader, Method::PUT, "/pipelines/items/pause", None)
+            .unwrap();
+        assert_eq!(s, 202);
+        let paused = c.wait_until(Duration::from_secs(1), |c| {
+            let (_, v) = c.get(leader, "/pipelines/items/status")?;
+            (v["state"] == "paused").then_some(())
+        });
+        assert!(paused.is_some(), "not paused within a second");
+    })
+    .await
+    .unwrap();
+    admin
+        .query_drop(format!(
+            "INSERT INTO `{schema}`.items VALUES (4, 'fig', 3.10, 1)"
+        ))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        reader.read_all(&topic).await.unwrap().len(),
+        6,
+        "nothing is published while paused"
+    );
+    let c = cluster.clone();
+    tokio::task::spawn_blocking(move || {
+        c.send(leader, Method::PUT, "/pipelines/items/resume", None)
+            .unwrap();
+    })
+    .await
+    .unwrap();
+    let mut after_resume = Vec::new();
+    for _ in 0..40 {
+        after_resume = reader.read_all(&topic).await.unwrap();
+        if after_resume.len() >= 7 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let fig: Vec<_> = after_resume
+        .iter()
+        .filter(|r| r.key.as_deref() == Some(br#"{"id":4}"#.as_slice()))
+        .collect();
+    assert_eq!(
+        fig.len(),
+        1,
+        "the row written while paused arrives once after resume"
+    );
+    assert_eq!(after_resume.len(), 7);
+
     admin
         .query_drop(format!("DROP DATABASE `{schema}`"))
         .await
