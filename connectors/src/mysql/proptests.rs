@@ -3,9 +3,10 @@
 
 use proptest::prelude::*;
 
-use super::decode::{decode_rows, DecodeOptions};
+use super::decode::{decode_full_rows, decode_rows, DecodeOptions, RowImage};
 use super::event::{Event, RowsEvent, RowsKind};
 use super::event_reader::EventReader;
+use super::halt::Halt;
 use super::payload::inflate_raw;
 use super::test_support::{frame, hex};
 use super::BinlogFileEvents;
@@ -63,13 +64,18 @@ proptest! {
         rows in proptest::collection::vec(any::<u8>(), 0..600),
         kind in 0u8..3,
         lax in any::<bool>(),
+        absent in proptest::option::of(0usize..42),
     ) {
         let mut r = EventReader::new();
         let Ok(Event::TableMap(schema)) = r.decode(&frame(19, &hex(ALL_TYPES_TABLE_MAP))) else {
             panic!("fixture table map must decode");
         };
         let n = schema.columns.len();
-        let all = Some(vec![true; n]);
+        let mut present = vec![true; n];
+        if let Some(i) = absent {
+            present[i] = false;
+        }
+        let all = Some(present);
         let (kind, before, after) = match kind {
             0 => (RowsKind::Write, None, all),
             1 => (RowsKind::Delete, all, None),
@@ -85,7 +91,22 @@ proptest! {
             rows,
         };
         let opts = DecodeOptions { legacy_temporal: lax, enum_set_index_fallback: lax };
-        let _ = decode_rows(&schema, &ev, &opts);
+        // the assembler's path agrees with decode_rows + into_full: same rows or same halt
+        let reference = decode_rows(&schema, &ev, &opts).and_then(|rows| {
+            rows.into_iter()
+                .map(|r| {
+                    let full = |i: Option<RowImage>| i.map(|i| i.into_full().ok_or(Halt::PartialRowImage)).transpose();
+                    Ok((full(r.before)?, full(r.after)?))
+                })
+                .collect::<Result<Vec<_>, Halt>>()
+        });
+        let mut got = Vec::new();
+        let fast = decode_full_rows(&schema, &ev, &opts, |b, a| {
+            got.push((b, a));
+            Ok(())
+        })
+        .map(|()| got);
+        prop_assert_eq!(fast, reference);
     }
 
     #[test]

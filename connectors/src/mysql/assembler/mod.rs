@@ -36,9 +36,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use capstan_core::change::{Change, Op, Row, SchemaChange, Transaction, TransactionGtid};
+use capstan_core::change::{Change, Op, Row, SchemaChange, Transaction, TransactionGtid, Value};
 
-use super::decode::{decode_rows, DecodeOptions, RowImage};
+use super::decode::{decode_full_rows, DecodeOptions};
 use super::event::{Event, MariadbGtidEvent, RowsEvent, RowsKind};
 use super::halt::Halt;
 use super::statement::{classify_statement, StatementClass};
@@ -381,16 +381,17 @@ impl TransactionAssembler {
             RowsKind::Update => Op::Update,
             RowsKind::Delete => Op::Delete,
         };
-        for row in decode_rows(&schema, rows, &self.config.decode)? {
-            open.changes.push(Change {
+        let changes = &mut open.changes;
+        decode_full_rows(&schema, rows, &self.config.decode, |before, after| {
+            changes.push(Change {
                 table: Arc::clone(&schema.table),
                 op,
-                before: full_row(&schema, row.before)?,
-                after: full_row(&schema, row.after)?,
+                before: full_row(&schema, before)?,
+                after: full_row(&schema, after)?,
                 key: Arc::clone(&schema.key),
             });
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn commit(&mut self, out: &mut Vec<AssemblerOutput>) -> Result<(), Halt> {
@@ -425,11 +426,10 @@ impl Open {
     }
 }
 
-fn full_row(schema: &TableSchema, image: Option<RowImage>) -> Result<Option<Row>, Halt> {
-    let Some(image) = image else {
+fn full_row(schema: &TableSchema, values: Option<Vec<Value>>) -> Result<Option<Row>, Halt> {
+    let Some(values) = values else {
         return Ok(None);
     };
-    let values = image.into_full().ok_or(Halt::PartialRowImage)?;
     Row::new(Arc::clone(&schema.column_names), values)
         .map(Some)
         .map_err(|_| Halt::RowDecodeFailed {

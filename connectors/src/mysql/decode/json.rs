@@ -16,6 +16,7 @@
 //! and the caller falls back to that previous path, which decides. So the fast path only ever
 //! produces text for documents the previous path would have rendered identically.
 
+use std::cell::RefCell;
 use std::fmt::Write as _;
 
 use mysql_common::binlog::jsonb;
@@ -42,18 +43,33 @@ const STRING: u8 = 0xC;
 /// (with `out` in an unspecified state) when the fallback path must decide.
 pub(crate) fn write_json_text(doc: &[u8], out: &mut String) -> Option<()> {
     let (&ty, rest) = doc.split_first()?;
-    let mut w = Writer {
-        out,
-        keys: Vec::new(),
+    let mut run = |keys: &mut Vec<(u32, u32, u32)>| {
+        keys.clear();
+        let result = Writer { out, keys }.value(ty, rest, 0);
+        if keys.capacity() > SCRATCH_KEEP {
+            keys.clear();
+            keys.shrink_to(SCRATCH_KEEP);
+        }
+        result
     };
-    w.value(ty, rest, 0)
+    KEYS.with(|k| match k.try_borrow_mut() {
+        Ok(mut keys) => run(&mut keys),
+        Err(_) => run(&mut Vec::new()),
+    })
 }
 
-struct Writer<'o> {
+/// Object-member scratch kept per thread: most documents then sort without allocating.
+const SCRATCH_KEEP: usize = 4096;
+
+thread_local! {
+    static KEYS: RefCell<Vec<(u32, u32, u32)>> = const { RefCell::new(Vec::new()) };
+}
+
+struct Writer<'o, 'k> {
     out: &'o mut String,
     /// Scratch for sorting object members, used as a stack across nesting levels:
     /// (key offset, key length, member index).
-    keys: Vec<(u32, u32, u32)>,
+    keys: &'k mut Vec<(u32, u32, u32)>,
 }
 
 fn le(bytes: &[u8], at: usize, n: usize) -> Option<u64> {
@@ -65,7 +81,7 @@ fn le(bytes: &[u8], at: usize, n: usize) -> Option<u64> {
     )
 }
 
-impl Writer<'_> {
+impl Writer<'_, '_> {
     /// A value of type `ty` whose bytes start at `buf[0]` (and may run to its end).
     fn value(&mut self, ty: u8, buf: &[u8], depth: usize) -> Option<()> {
         match ty {

@@ -61,12 +61,11 @@ pub struct DecodedRow {
     pub after: Option<RowImage>,
 }
 
-/// Decodes every row of `event` against `schema`.
-pub fn decode_rows(
-    schema: &TableSchema,
-    event: &RowsEvent,
-    opts: &DecodeOptions,
-) -> Result<Vec<DecodedRow>, Halt> {
+/// The images a rows event carries: (before, after) column bitmaps, one of them absent for
+/// writes and deletes.
+type Images<'e> = (Option<&'e [bool]>, Option<&'e [bool]>);
+
+fn images<'e>(schema: &TableSchema, event: &'e RowsEvent) -> Result<Images<'e>, Halt> {
     let n = schema.columns.len();
     if event.num_columns != n {
         return Err(Halt::RowDecodeFailed {
@@ -88,37 +87,90 @@ pub fn decode_rows(
             reason: "rows event without column bitmap",
         });
     }
+    Ok((before, after))
+}
+
+/// Decodes every row of `event` against `schema`.
+pub fn decode_rows(
+    schema: &TableSchema,
+    event: &RowsEvent,
+    opts: &DecodeOptions,
+) -> Result<Vec<DecodedRow>, Halt> {
+    let (before, after) = images(schema, event)?;
+    let image = |present: &[bool], cur: &mut Cursor<'_>| -> Result<RowImage, Halt> {
+        let mut values = Vec::with_capacity(schema.columns.len());
+        decode_image(schema, present, cur, opts, &mut values)?;
+        let values = values
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| present.get(i).copied().unwrap_or(false).then_some(v))
+            .collect();
+        Ok(RowImage { values })
+    };
     let mut cur = Cursor::new(&event.rows);
     let mut rows = Vec::new();
     while !cur.is_empty() {
-        let before = match before {
-            Some(present) => Some(decode_image(schema, present, &mut cur, opts)?),
-            None => None,
-        };
-        let after = match after {
-            Some(present) => Some(decode_image(schema, present, &mut cur, opts)?),
-            None => None,
-        };
+        let before = before.map(|p| image(p, &mut cur)).transpose()?;
+        let after = after.map(|p| image(p, &mut cur)).transpose()?;
         rows.push(DecodedRow { before, after });
     }
     Ok(rows)
 }
 
+/// Decodes every row of `event` whose images must be full (every column present), handing
+/// each row's `(before, after)` values to `row` in order, without the per-column `Option` of
+/// [`decode_rows`]. Halts in the order [`decode_rows`] then [`RowImage::into_full`] per row
+/// gives: a decode failure anywhere in the event first, then the first row with a partial
+/// image (`partial_row_image`) or the first error `row` returns.
+pub fn decode_full_rows(
+    schema: &TableSchema,
+    event: &RowsEvent,
+    opts: &DecodeOptions,
+    mut row: impl FnMut(Option<Vec<Value>>, Option<Vec<Value>>) -> Result<(), Halt>,
+) -> Result<(), Halt> {
+    let (before, after) = images(schema, event)?;
+    let n = schema.columns.len();
+    let mut cur = Cursor::new(&event.rows);
+    let image = |present: &[bool], cur: &mut Cursor<'_>| -> Result<(Vec<Value>, bool), Halt> {
+        let mut values = Vec::with_capacity(n);
+        let full = decode_image(schema, present, cur, opts, &mut values)?;
+        Ok((values, full))
+    };
+    // The first failure in row order, reported once the whole event has decoded.
+    let mut pending = Ok(());
+    while !cur.is_empty() {
+        let b = before.map(|p| image(p, &mut cur)).transpose()?;
+        let a = after.map(|p| image(p, &mut cur)).transpose()?;
+        if pending.is_err() {
+            continue;
+        }
+        let partial = |i: &Option<(Vec<Value>, bool)>| i.as_ref().is_some_and(|(_, full)| !full);
+        pending = if partial(&b) || partial(&a) {
+            Err(Halt::PartialRowImage)
+        } else {
+            row(b.map(|(v, _)| v), a.map(|(v, _)| v))
+        };
+    }
+    pending
+}
+
+/// Decodes one image into `values` (a value per table column, `Value::Null` standing in for
+/// an absent one); returns true if every column was present.
 fn decode_image(
     schema: &TableSchema,
     present: &[bool],
     cur: &mut Cursor<'_>,
     opts: &DecodeOptions,
-) -> Result<RowImage, Halt> {
+    values: &mut Vec<Value>,
+) -> Result<bool, Halt> {
     let n = schema.columns.len();
     let count = present.iter().take(n).filter(|&&p| p).count();
     cur.column = 0;
     let nulls = cur.take(count.div_ceil(8))?;
-    let mut values = Vec::with_capacity(n);
     let mut image_index = 0usize;
     for (i, col) in schema.columns.iter().enumerate() {
         if !present.get(i).copied().unwrap_or(false) {
-            values.push(None);
+            values.push(Value::Null);
             continue;
         }
         let is_null = nulls
@@ -126,13 +178,13 @@ fn decode_image(
             .is_some_and(|b| b & (1 << (image_index % 8)) != 0);
         image_index += 1;
         if is_null {
-            values.push(Some(Value::Null));
+            values.push(Value::Null);
             continue;
         }
         cur.column = i;
-        values.push(Some(decode_value(col, cur, opts)?));
+        values.push(decode_value(col, cur, opts)?);
     }
-    Ok(RowImage { values })
+    Ok(count == n)
 }
 
 fn unsupported(cur: &Cursor<'_>, col: &ColumnSchema, reason: &'static str) -> Halt {

@@ -6,11 +6,9 @@
 //! negative value has every byte inverted. We render it straight to text so no precision is
 //! lost on the way (DECIMAL(65,30) does not fit any machine number).
 
-use std::fmt::Write;
-
 use capstan_core::change::Value;
 
-use super::cursor::{be, Cursor};
+use super::cursor::Cursor;
 use crate::mysql::halt::Halt;
 
 const DIG2BYTES: [usize; 10] = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4];
@@ -53,64 +51,95 @@ pub(crate) fn decimal_size(precision: usize, scale: usize) -> usize {
     (intg / 9) * 4 + DIG2BYTES[intg % 9] + (scale / 9) * 4 + DIG2BYTES[scale % 9]
 }
 
-/// Decodes DECIMAL(precision, scale) to its exact text.
+/// Pushes `v` (below 10^9) as decimal digits, zero-padded to `width` digits.
+fn push_digits(text: &mut String, mut v: u64, width: usize) {
+    let mut buf = [b'0'; 9];
+    let mut i = buf.len();
+    while v > 0 && i > 0 {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    let from = (buf.len() - width.min(buf.len())).min(i);
+    for &b in &buf[from..] {
+        text.push(char::from(b));
+    }
+}
+
+/// Decodes DECIMAL(precision, scale) to its exact text, in one allocation.
 pub(crate) fn decimal(cur: &mut Cursor<'_>, precision: u8, scale: u8) -> Result<Value, Halt> {
     let (p, s) = (usize::from(precision), usize::from(scale));
     if p == 0 || p > 65 || s > 30 || s > p {
         return Err(cur.fail("decimal precision or scale out of range"));
     }
     let size = decimal_size(p, s);
-    let mut b = cur.take(size)?.to_vec();
-    let Some(first) = b.first_mut() else {
+    let raw = cur.take(size)?;
+    let Some(&first) = raw.first() else {
         return Err(cur.fail("empty decimal"));
     };
-    let negative = *first & 0x80 == 0;
-    *first ^= 0x80;
-    if negative {
-        b.iter_mut().for_each(|x| *x = !*x);
-    }
+    let negative = first & 0x80 == 0;
+    // a negative value has every byte inverted; the sign bit is inverted either way
+    let mask = if negative { 0xff } else { 0 };
     let intg = p - s;
-    let mut digits = String::with_capacity(p + 2);
+    let mut text = String::with_capacity(p + 3);
+    if negative {
+        text.push('-');
+    }
+    let sign_len = text.len();
+    let mut nonzero = false;
     let mut pos = 0usize;
-    let mut group = |digits_in_group: usize, digits: &mut String| -> Result<(), Halt> {
+    let mut group = |digits_in_group: usize| -> Result<u64, Halt> {
         let n = if digits_in_group == 9 {
             4
         } else {
             DIG2BYTES[digits_in_group]
         };
-        let v = be(b
+        let bytes = raw
             .get(pos..pos + n)
-            .ok_or_else(|| cur.fail("decimal truncated"))?);
+            .ok_or_else(|| cur.fail("decimal truncated"))?;
+        let v = bytes.iter().enumerate().fold(0u64, |acc, (i, &b)| {
+            let b = b ^ mask ^ if pos + i == 0 { 0x80 } else { 0 };
+            (acc << 8) | u64::from(b)
+        });
         if v >= POW10[digits_in_group] {
             return Err(cur.fail("decimal digit group out of range"));
         }
         pos += n;
-        let _ = write!(digits, "{v:0width$}", width = digits_in_group);
-        Ok(())
+        nonzero |= v != 0;
+        Ok(v)
+    };
+    let int_digits = |text: &mut String, v: u64, width: usize| {
+        if text.len() > sign_len {
+            push_digits(text, v, width);
+        } else if v != 0 {
+            // the first significant group: no leading zeros
+            push_digits(text, v, 0);
+        }
     };
     if intg % 9 > 0 {
-        group(intg % 9, &mut digits)?;
+        let v = group(intg % 9)?;
+        int_digits(&mut text, v, intg % 9);
     }
     for _ in 0..intg / 9 {
-        group(9, &mut digits)?;
+        let v = group(9)?;
+        int_digits(&mut text, v, 9);
     }
-    let int_part = digits.trim_start_matches('0');
-    let mut text = String::with_capacity(p + 2);
-    let mut frac = String::with_capacity(s);
-    for _ in 0..s / 9 {
-        group(9, &mut frac)?;
+    if text.len() == sign_len {
+        text.push('0');
     }
-    if s % 9 > 0 {
-        group(s % 9, &mut frac)?;
-    }
-    let zero = int_part.is_empty() && frac.bytes().all(|c| c == b'0');
-    if negative && !zero {
-        text.push('-');
-    }
-    text.push_str(if int_part.is_empty() { "0" } else { int_part });
     if s > 0 {
         text.push('.');
-        text.push_str(&frac);
+        for _ in 0..s / 9 {
+            let v = group(9)?;
+            push_digits(&mut text, v, 9);
+        }
+        if s % 9 > 0 {
+            let v = group(s % 9)?;
+            push_digits(&mut text, v, s % 9);
+        }
+    }
+    if negative && !nonzero {
+        text.remove(0);
     }
     Ok(Value::Decimal(text))
 }
@@ -118,6 +147,94 @@ pub(crate) fn decimal(cur: &mut Cursor<'_>, precision: u8, scale: u8) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mysql::decode::cursor::be;
+    use proptest::prelude::*;
+    use std::fmt::Write;
+
+    /// The previous implementation (per-group `write!` into intermediate strings), kept as
+    /// the reference the one-allocation version must match on any input.
+    fn decimal_reference(cur: &mut Cursor<'_>, precision: u8, scale: u8) -> Result<Value, Halt> {
+        let (p, s) = (usize::from(precision), usize::from(scale));
+        if p == 0 || p > 65 || s > 30 || s > p {
+            return Err(cur.fail("decimal precision or scale out of range"));
+        }
+        let size = decimal_size(p, s);
+        let mut b = cur.take(size)?.to_vec();
+        let first = b.first_mut().unwrap();
+        let negative = *first & 0x80 == 0;
+        *first ^= 0x80;
+        if negative {
+            b.iter_mut().for_each(|x| *x = !*x);
+        }
+        let intg = p - s;
+        let mut digits = String::new();
+        let mut pos = 0usize;
+        let mut group = |n_digits: usize, digits: &mut String| -> Result<(), Halt> {
+            let n = if n_digits == 9 {
+                4
+            } else {
+                DIG2BYTES[n_digits]
+            };
+            let v = be(&b[pos..pos + n]);
+            if v >= POW10[n_digits] {
+                return Err(cur.fail("decimal digit group out of range"));
+            }
+            pos += n;
+            let _ = write!(digits, "{v:0width$}", width = n_digits);
+            Ok(())
+        };
+        if intg % 9 > 0 {
+            group(intg % 9, &mut digits)?;
+        }
+        for _ in 0..intg / 9 {
+            group(9, &mut digits)?;
+        }
+        let int_part = digits.trim_start_matches('0').to_string();
+        let mut frac = String::new();
+        for _ in 0..s / 9 {
+            group(9, &mut frac)?;
+        }
+        if s % 9 > 0 {
+            group(s % 9, &mut frac)?;
+        }
+        let zero = int_part.is_empty() && frac.bytes().all(|c| c == b'0');
+        let mut text = String::new();
+        if negative && !zero {
+            text.push('-');
+        }
+        text.push_str(if int_part.is_empty() { "0" } else { &int_part });
+        if s > 0 {
+            text.push('.');
+            text.push_str(&frac);
+        }
+        Ok(Value::Decimal(text))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(5000))]
+
+        #[test]
+        fn decimal_matches_reference(
+            p in 1u8..=65,
+            s_frac in 0u8..=30,
+            bytes in proptest::collection::vec(any::<u8>(), 0..40),
+            small in any::<bool>(),
+        ) {
+            let s = s_frac.min(p);
+            // mostly in-range digit groups: squash bytes so groups stay below 10^n often
+            let bytes: Vec<u8> = if small {
+                bytes.iter().enumerate().map(|(i, &b)| if i == 0 { b } else { b & 0x0f }).collect()
+            } else {
+                bytes
+            };
+            let mut c1 = Cursor::new(&bytes);
+            let mut c2 = Cursor::new(&bytes);
+            let got = decimal(&mut c1, p, s);
+            let want = decimal_reference(&mut c2, p, s);
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(c1.remaining(), c2.remaining());
+        }
+    }
 
     fn hex(s: &str) -> Vec<u8> {
         (0..s.len())
