@@ -1,15 +1,17 @@
 //! A pipeline end to end on three real worker processes: POST a definition, resume it, write
-//! rows on the real MySQL 9.x dev server, and read the change events back from Kafka (the
-//! librdkafka mock cluster hosted by this test process).
+//! rows on the real MySQL 9.x and MariaDB dev servers, and read the change events back from
+//! Kafka (the librdkafka mock cluster hosted by this test process). One scenario, run against
+//! each flavour.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
 
+use capstan_core::position::{Gtid, GtidSet, MariadbGtid, MariadbGtidPosition};
 use capstan_kafka::dev_cluster::DevCluster;
 use capstan_kafka::topic_reader::{ConsumedRecord, Isolation, TopicReader};
 use capstan_tests::cluster::Cluster;
-use capstan_tests::{mysql, unique_name};
+use capstan_tests::{mariadb, mysql, unique_name, DbEnv};
 use mysql_async::prelude::*;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -23,6 +25,30 @@ fn value(r: &ConsumedRecord) -> Option<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_changes_reach_kafka_in_order_through_a_three_node_cluster() {
     let Some(db) = mysql() else { return };
+    scenario(db, "mysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_changes_reach_kafka_in_order_through_a_three_node_cluster() {
+    let Some(db) = mariadb() else { return };
+    scenario(db, "mariadb").await;
+}
+
+/// True when the checkpoint text `position` (in `flavor`'s form) covers the GTID `gtid`.
+fn covers(flavor: &str, position: &str, gtid: &str) -> Option<bool> {
+    Some(match flavor {
+        "mysql" => position
+            .parse::<GtidSet>()
+            .ok()?
+            .contains(&gtid.parse::<Gtid>().ok()?),
+        _ => position
+            .parse::<MariadbGtidPosition>()
+            .ok()?
+            .contains(&gtid.parse::<MariadbGtid>().ok()?),
+    })
+}
+
+async fn scenario(db: DbEnv, flavor: &'static str) {
     let kafka = DevCluster::start(1).unwrap();
     let schema = unique_name("e2e");
     let mut admin = db.admin_conn().await;
@@ -45,12 +71,12 @@ async fn mysql_changes_reach_kafka_in_order_through_a_three_node_cluster() {
         .unwrap()
         .expect("leader");
 
-    let server_id = 5000 + (std::process::id() % 1000);
+    let server_id = if flavor == "mysql" { 5000 } else { 5500 } + (std::process::id() % 500);
     let definition = json!({
         "name": "items",
         "source": {
             "host": db.host, "port": db.port, "user": db.user, "password": db.password,
-            "tls": {"mode": "verify_none"}, "server_id": server_id, "flavor": "mysql"
+            "tls": {"mode": "verify_none"}, "server_id": server_id, "flavor": flavor
         },
         "tables": {"include": [format!("{schema}.items")]},
         "kafka": {"bootstrap_servers": kafka.bootstrap_servers(), "topic_prefix": "e2e"},
@@ -133,7 +159,7 @@ async fn mysql_changes_reach_kafka_in_order_through_a_three_node_cluster() {
         json!({"id": 1, "name": "apple", "price": "1.50"})
     );
     assert_eq!(first["source"]["db"], schema);
-    assert_eq!(first["source"]["connector"], "mysql");
+    assert_eq!(first["source"]["connector"], flavor);
     let update = by_key(r#"{"id":1}"#, 1);
     assert_eq!(update["before"]["price"], "1.50");
     assert_eq!(update["after"]["price"], "1.75");
@@ -164,6 +190,13 @@ async fn mysql_changes_reach_kafka_in_order_through_a_three_node_cluster() {
     );
     for r in &records {
         assert_eq!(r.header_str("capstan.pipeline"), Some("items"));
+        // the position header is the source GTID, in the flavour's own form
+        let gtid = r.header_str("capstan.position").unwrap();
+        assert_eq!(covers(flavor, gtid, gtid), Some(true), "{gtid}");
+        if let Some(v) = value(r) {
+            assert_eq!(v["source"]["gtid"], gtid);
+            assert_eq!(v["source"]["connector"], flavor);
+        }
     }
 
     // the checkpoint in Raft covers every delivered transaction
@@ -173,8 +206,7 @@ async fn mysql_changes_reach_kafka_in_order_through_a_three_node_cluster() {
     tokio::task::spawn_blocking(move || {
         let covered = c.wait_until(SETTLE, |c| {
             let (_, v) = c.get(leader, "/pipelines/items/status")?;
-            let pos: capstan_core::position::GtidSet = v["position"].as_str()?.parse().ok()?;
-            pos.contains(&gtid.parse().ok()?).then_some(())
+            covers(flavor, v["position"].as_str()?, &gtid)?.then_some(())
         });
         assert!(
             covered.is_some(),
