@@ -16,6 +16,11 @@
 //! does not advance the position; the output that completes it does. If the stream drops in
 //! between, the statement is handed out again after the reconnect.
 //!
+//! An XA COMMIT / ROLLBACK under `xa: track` covers two GTIDs (the prepare's and its own):
+//! both are checked and added in the one output. The prepare alone is never added, so a
+//! reconnect replays it into the emptied pool. Prepares the server holds at connect
+//! (`XA RECOVER`) are handed to the assembler at every connect.
+//!
 //! # Liveness
 //!
 //! The server is asked for a heartbeat every `heartbeat_period` of idleness. A stream with no
@@ -30,13 +35,14 @@ use std::collections::VecDeque;
 use capstan_core::change::TransactionGtid;
 use capstan_core::position::{Flavor, Position};
 
-use super::assembler::{AssemblerConfig, AssemblerOutput, TransactionAssembler};
+use super::assembler::{AssemblerConfig, AssemblerOutput, TransactionAssembler, XaMode};
 use super::connect::SourceClient;
 use super::dump::{check_resume, classify_dump_error, StartPosition};
 use super::event_reader::EventReader;
 use super::replica_conn::{Frame, ReplicaConn};
 use super::source_config::ValidSourceConfig;
 use super::source_error::SourceError;
+use super::xid::XidKey;
 
 /// A live dump: the connection and the reader that tracks its format description.
 #[derive(Debug)]
@@ -82,13 +88,16 @@ impl BinlogSource {
         assembler: AssemblerConfig,
     ) -> Result<BinlogSource, SourceError> {
         let mut attempts = 0u32;
+        let track_xa = matches!(assembler.xa, XaMode::Track { .. });
         loop {
             attempts += 1;
-            match Self::first_connect(&config, &start).await {
-                Ok((flavor, server_version, position, live)) => {
+            match Self::first_connect(&config, &start, track_xa).await {
+                Ok((flavor, server_version, position, live, recovered)) => {
+                    let mut assembler = TransactionAssembler::new(assembler.clone());
+                    assembler.set_recovered_xa(recovered);
                     return Ok(BinlogSource {
                         config,
-                        assembler: TransactionAssembler::new(assembler),
+                        assembler,
                         flavor,
                         server_version,
                         position,
@@ -118,9 +127,11 @@ impl BinlogSource {
     async fn first_connect(
         config: &ValidSourceConfig,
         start: &StartPosition,
-    ) -> Result<(Flavor, String, Position, Live), SourceError> {
+        track_xa: bool,
+    ) -> Result<(Flavor, String, Position, Live, Vec<XidKey>), SourceError> {
         let mut client = SourceClient::open(config, config.stream_timeout).await?;
         let server = client.positions().await?;
+        let recovered = Self::recovered_xa(&mut client, track_xa).await?;
         let position = match start {
             StartPosition::Current => server.executed(),
             StartPosition::Checkpoint(p) => p.clone(),
@@ -132,7 +143,20 @@ impl BinlogSource {
         let flavor = client.flavor();
         let version = client.server_version().to_string();
         let live = Self::dump(client, config, &position).await?;
-        Ok((flavor, version, position, live))
+        Ok((flavor, version, position, live, recovered))
+    }
+
+    /// The prepares the server holds, read after the positions: a prepare logged in between
+    /// is in the stream, and its pooled copy wins over the recovered key.
+    async fn recovered_xa(
+        client: &mut SourceClient,
+        track_xa: bool,
+    ) -> Result<Vec<XidKey>, SourceError> {
+        if track_xa {
+            client.recovered_xa().await
+        } else {
+            Ok(Vec::new())
+        }
     }
 
     async fn dump(
@@ -197,33 +221,38 @@ impl BinlogSource {
 
     /// Dedup by membership, then advance the position over a completed transaction.
     fn admit(&mut self, output: AssemblerOutput) -> Option<AssemblerOutput> {
-        let (gtid, completes) = match &output {
-            AssemblerOutput::Transaction(t) => (&t.gtid, true),
-            AssemblerOutput::PositionAdvanced { gtid } => (gtid, true),
+        let (gtid, also, completes) = match &output {
+            AssemblerOutput::Transaction(t) => (&t.gtid, t.also_covers.as_slice(), true),
+            AssemblerOutput::PositionAdvanced { gtid, also_covers } => {
+                (gtid, also_covers.as_slice(), true)
+            }
             AssemblerOutput::SchemaChange {
                 gtid,
                 completes_transaction,
                 ..
-            } => (gtid, *completes_transaction),
+            } => (gtid, &[][..], *completes_transaction),
         };
-        let covered = match (&self.position, gtid) {
+        let covered = |g: &TransactionGtid| match (&self.position, g) {
             (Position::Mysql(set), TransactionGtid::Mysql(g)) => set.contains(g),
             (Position::Mariadb(pos), TransactionGtid::Mariadb(g)) => pos.contains(g),
             _ => false,
         };
-        if covered {
+        // an XA resolution is processed once both of its GTIDs are (they are added together)
+        if covered(gtid) && also.iter().all(&covered) {
             self.stats.skipped_already_processed += 1;
             return None;
         }
         if completes {
-            match (&mut self.position, gtid) {
-                (Position::Mysql(set), TransactionGtid::Mysql(g)) => {
-                    set.insert(g);
+            for g in std::iter::once(gtid).chain(also) {
+                match (&mut self.position, g) {
+                    (Position::Mysql(set), TransactionGtid::Mysql(g)) => {
+                        set.insert(g);
+                    }
+                    (Position::Mariadb(pos), TransactionGtid::Mariadb(g)) => {
+                        pos.advance(*g);
+                    }
+                    _ => {}
                 }
-                (Position::Mariadb(pos), TransactionGtid::Mariadb(g)) => {
-                    pos.advance(*g);
-                }
-                _ => {}
             }
         }
         Some(output)
@@ -265,8 +294,9 @@ impl BinlogSource {
                 });
             }
             match self.redial().await {
-                Ok(live) => {
+                Ok((live, recovered)) => {
                     self.assembler.reset();
+                    self.assembler.set_recovered_xa(recovered);
                     self.live = Some(live);
                     self.stats.connects += 1;
                     return Ok(());
@@ -279,13 +309,16 @@ impl BinlogSource {
         }
     }
 
-    async fn redial(&mut self) -> Result<Live, SourceError> {
+    async fn redial(&mut self) -> Result<(Live, Vec<XidKey>), SourceError> {
         let mut client = SourceClient::open(&self.config, self.config.stream_timeout).await?;
         if client.flavor() != self.flavor {
             return Err(SourceError::PositionFlavorMismatch);
         }
         let server = client.positions().await?;
+        let track_xa = matches!(self.assembler.config().xa, XaMode::Track { .. });
+        let recovered = Self::recovered_xa(&mut client, track_xa).await?;
         check_resume(&self.position, &server)?;
-        Self::dump(client, &self.config, &self.position).await
+        let live = Self::dump(client, &self.config, &self.position).await?;
+        Ok((live, recovered))
     }
 }

@@ -8,10 +8,11 @@ use capstan_core::position::{Flavor, GtidSet, MariadbGtidPosition, Position};
 
 use super::dump::{request_dump, ServerPositions};
 use super::preconditions::ServerSettings;
-use super::replica_conn::ReplicaConn;
+use super::replica_conn::{ReplicaConn, ServerOrIo};
 use super::source_config::{FlavorChoice, ValidSourceConfig};
 use super::source_error::SourceError;
 use super::text_query::{query_first, query_rows};
+use super::xid::XidKey;
 
 /// The flavour a server version string announces.
 pub fn detect_flavor(version: &str) -> Flavor {
@@ -132,6 +133,24 @@ impl SourceClient {
         }
     }
 
+    /// MySQL: the XA transactions prepared and not resolved on the server (`XA RECOVER
+    /// CONVERT XID`, needs `XA_RECOVER_ADMIN`), as XID keys; the XIDs themselves are dropped
+    /// here. MariaDB: none (its two-phase XA is refused).
+    pub async fn recovered_xa(&mut self) -> Result<Vec<XidKey>, SourceError> {
+        if self.flavor != Flavor::Mysql {
+            return Ok(Vec::new());
+        }
+        let rows = query_rows(&mut self.conn, "XA RECOVER CONVERT XID")
+            .await
+            .map_err(|e| match e {
+                ServerOrIo::Server(err) => SourceError::QueryFailed { code: err.code },
+                ServerOrIo::Source(s) => s,
+            })?;
+        rows.iter()
+            .map(|row| recover_row_key(row).ok_or(SourceError::PreconditionQueryFailed))
+            .collect()
+    }
+
     /// Turns this connection into the dump stream from `position`.
     pub(crate) async fn into_dump(
         mut self,
@@ -147,6 +166,29 @@ impl SourceClient {
         .await?;
         Ok(self.conn)
     }
+}
+
+/// One `XA RECOVER CONVERT XID` row (formatID, gtrid_length, bqual_length, data as `0x…`).
+fn recover_row_key(row: &[Option<String>]) -> Option<XidKey> {
+    let [Some(format_id), Some(gtrid_len), Some(bqual_len), Some(data)] = row else {
+        return None;
+    };
+    let hex = data
+        .strip_prefix("0x")
+        .or_else(|| data.strip_prefix("0X"))?;
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    XidKey::from_recover_row(
+        format_id.parse().ok()?,
+        gtrid_len.parse().ok()?,
+        bqual_len.parse().ok()?,
+        &bytes,
+    )
 }
 
 /// A binlog file name safe to quote: the server's own names are `[A-Za-z0-9._-]`.
@@ -182,5 +224,22 @@ mod tests {
         assert_eq!(detect_flavor("5.5.5-10.11.6-MariaDB"), Flavor::Mariadb);
         assert!(is_plain_file_name("mariadb-bin.000001"));
         assert!(!is_plain_file_name("x'; DROP"));
+    }
+
+    #[test]
+    fn recover_rows_key_like_statements() {
+        let row = |d: &str| {
+            ["1", "2", "1", d]
+                .iter()
+                .map(|s| Some(s.to_string()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            recover_row_key(&row("0x616263")),
+            XidKey::from_statement("XA COMMIT X'6162',X'63',1")
+        );
+        assert_eq!(recover_row_key(&row("616263")), None);
+        assert_eq!(recover_row_key(&row("0x6162")), None);
+        assert_eq!(recover_row_key(&[None]), None);
     }
 }

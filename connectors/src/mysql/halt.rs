@@ -96,6 +96,20 @@ pub enum Halt {
         /// Which shape, value-free.
         reason: &'static str,
     },
+    /// `xa: track`: the pool of prepared, unresolved XA transactions is full. Never evicts.
+    #[error("xa prepared pool exhausted: more than {limit} unresolved xa prepares")]
+    XaPreparedPoolExhausted {
+        /// The configured bound.
+        limit: usize,
+    },
+    /// `xa: track`: an XA COMMIT for a prepare neither seen in the stream nor listed by
+    /// `XA RECOVER` at connect.
+    #[error("xa commit without a known prepare")]
+    XaCommitWithoutPrepare,
+    /// `xa: track`: an XA ROLLBACK for a prepare neither seen in the stream nor listed by
+    /// `XA RECOVER` at connect.
+    #[error("xa rollback without a known prepare")]
+    XaRollbackWithoutPrepare,
     /// An INCIDENT event: the source says its binlog may be missing changes.
     #[error("incident event: the source binlog may be missing changes")]
     Incident,
@@ -137,6 +151,9 @@ impl Halt {
             Halt::UnsupportedRowsEvent { .. } => "unsupported_rows_event",
             Halt::StatementBasedChange => "statement_based_change",
             Halt::UnsupportedTransactionShape { .. } => "unsupported_transaction_shape",
+            Halt::XaPreparedPoolExhausted { .. } => "xa_prepared_pool_exhausted",
+            Halt::XaCommitWithoutPrepare => "xa_commit_without_prepare",
+            Halt::XaRollbackWithoutPrepare => "xa_rollback_without_prepare",
             Halt::Incident => "incident",
             Halt::PayloadTooLarge { .. } => "payload_too_large",
             Halt::PayloadCorrupt { .. } => "payload_corrupt",
@@ -158,6 +175,9 @@ mod tests {
             Halt::parse(30, "truncated"),
             Halt::ChecksumMismatch { event_type: 2 },
             Halt::UnmappedTableId { table_id: 7 },
+            Halt::XaPreparedPoolExhausted { limit: 3 },
+            Halt::XaCommitWithoutPrepare,
+            Halt::XaRollbackWithoutPrepare,
             Halt::PayloadTooLarge {
                 size: 2 << 30,
                 limit: 1 << 30,

@@ -35,6 +35,7 @@ mod table_schema;
 mod test_support;
 mod text_query;
 mod tls;
+mod xid;
 
 pub use assembler::{AssemblerConfig, AssemblerOutput, TransactionAssembler, XaMode};
 pub use binlog_file::BinlogFileEvents;
@@ -53,3 +54,4 @@ pub use source_error::SourceError;
 pub use statement::{classify_statement, StatementClass};
 pub use table_filter::TableFilter;
 pub use table_schema::{ColumnSchema, TableSchema};
+pub use xid::XidKey;

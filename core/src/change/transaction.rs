@@ -39,6 +39,9 @@ pub struct Transaction {
     pub changes: Vec<Change>,
     /// True when some row events of this transaction were dropped by the table filter.
     pub partially_filtered: bool,
+    /// Further GTIDs that processing this transaction covers besides `gtid`: the XA PREPARE
+    /// of a two-phase XA transaction delivered at its XA COMMIT (`gtid`). Empty otherwise.
+    pub also_covers: Vec<TransactionGtid>,
 }
 
 impl fmt::Debug for Transaction {
@@ -50,6 +53,7 @@ impl fmt::Debug for Transaction {
             .field("committed_at_micros", &self.committed_at_micros)
             .field("changes", &self.changes.len())
             .field("partially_filtered", &self.partially_filtered)
+            .field("also_covers", &self.also_covers.len())
             .finish()
     }
 }

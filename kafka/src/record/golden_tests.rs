@@ -70,6 +70,7 @@ pub(super) fn tx(gno: u64, changes: Vec<Change>) -> Transaction {
         committed_at_micros: 1_699_999_999_456_789,
         changes,
         partially_filtered: false,
+        also_covers: Vec::new(),
     }
 }
 

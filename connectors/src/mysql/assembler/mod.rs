@@ -23,17 +23,30 @@
 //!
 //! # XA
 //!
-//! Only `XaMode::Refuse` exists so far: a two-phase XA PREPARE (or an XA COMMIT/ROLLBACK
-//! resolving one) halts `unsupported_transaction_shape` and its rows are discarded. A
-//! one-phase `XA COMMIT … ONE PHASE` is an ordinary atomic commit and is delivered. The
-//! `track` mode (pooling prepared transactions until their resolution) is not built yet.
+//! A one-phase `XA COMMIT … ONE PHASE` is an ordinary atomic commit and is delivered in both
+//! modes. Two-phase XA (MySQL):
+//!
+//! - `XaMode::Refuse` (default): an XA PREPARE (or an XA COMMIT/ROLLBACK resolving one)
+//!   halts `unsupported_transaction_shape` and its rows are discarded.
+//! - `XaMode::Track`: an XA PREPARE's changes are pooled under the sha256 of the XID
+//!   ([`XidKey`]) and nothing is emitted, so the position never covers a prepare alone (a
+//!   restart replays it). The XA COMMIT delivers the pooled changes once, as one
+//!   [`Transaction`] of the commit's GTID whose `also_covers` names the prepare's GTID; an XA
+//!   ROLLBACK emits [`AssemblerOutput::PositionAdvanced`] over both GTIDs. The pool is bounded
+//!   (`max_prepared`): exhaustion halts `xa_prepared_pool_exhausted`, nothing is evicted. A
+//!   resolution whose prepare is not pooled halts `xa_commit_without_prepare` /
+//!   `xa_rollback_without_prepare`, unless the prepare predates the stream: the source
+//!   passes the XIDs listed by `XA RECOVER` at connect
+//!   ([`TransactionAssembler::set_recovered_xa`]), and those resolve row-lessly.
+//!   [`TransactionAssembler::reset`] empties the pool (the reconnect replays held-out
+//!   prepares). MariaDB's two-phase XA still halts in both modes.
 //!
 //! # Halts are sticky
 //!
 //! After a halt every further [`TransactionAssembler::push`] returns the same halt until
 //! [`TransactionAssembler::reset`]: a caller that ignores an error cannot keep streaming.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use capstan_core::change::{Change, Op, Row, SchemaChange, Transaction, TransactionGtid, Value};
@@ -44,6 +57,7 @@ use super::halt::Halt;
 use super::statement::{classify_statement, StatementClass};
 use super::table_filter::TableFilter;
 use super::table_schema::TableSchema;
+use super::xid::XidKey;
 
 /// What to do with two-phase XA transactions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -51,6 +65,24 @@ pub enum XaMode {
     /// Halt `unsupported_transaction_shape` at an XA PREPARE (the default).
     #[default]
     Refuse,
+    /// Pool prepared transactions (at most `max_prepared` unresolved at once) and deliver
+    /// each once at its XA COMMIT, nothing at its XA ROLLBACK.
+    Track {
+        /// Bound of the prepared pool; exceeding it halts.
+        max_prepared: usize,
+    },
+}
+
+impl XaMode {
+    /// The default bound of the prepared pool.
+    pub const DEFAULT_MAX_PREPARED: usize = 10_000;
+
+    /// `Track` with the default bound.
+    pub fn track() -> XaMode {
+        XaMode::Track {
+            max_prepared: Self::DEFAULT_MAX_PREPARED,
+        }
+    }
 }
 
 /// Assembler settings.
@@ -103,6 +135,9 @@ pub enum AssemblerOutput {
     PositionAdvanced {
         /// The processed transaction.
         gtid: TransactionGtid,
+        /// Further GTIDs covered with it: the XA PREPARE resolved by an XA ROLLBACK (or by an
+        /// XA COMMIT whose changes were all filtered). Usually empty.
+        also_covers: Vec<TransactionGtid>,
     },
 }
 
@@ -120,6 +155,15 @@ struct Open {
     tables: HashMap<u64, Mapped>,
     filtered: bool,
     xa: bool,
+    xid: Option<XidKey>,
+}
+
+/// A prepared, unresolved XA transaction (`XaMode::Track`).
+#[derive(Debug)]
+struct Prepared {
+    gtid: TransactionGtid,
+    changes: Vec<Change>,
+    filtered: bool,
 }
 
 #[derive(Debug)]
@@ -138,6 +182,8 @@ pub struct TransactionAssembler {
     config: AssemblerConfig,
     state: State,
     halted: Option<Halt>,
+    prepared: HashMap<XidKey, Prepared>,
+    recovered: HashSet<XidKey>,
 }
 
 fn shape(reason: &'static str) -> Halt {
@@ -151,7 +197,20 @@ impl TransactionAssembler {
             config,
             state: State::Idle,
             halted: None,
+            prepared: HashMap::new(),
+            recovered: HashSet::new(),
         }
+    }
+
+    /// Replaces the XIDs of prepares that predate the stream (`XA RECOVER` at connect): their
+    /// XA COMMIT / ROLLBACK resolves row-lessly instead of halting. Call at every connect.
+    pub fn set_recovered_xa(&mut self, keys: impl IntoIterator<Item = XidKey>) {
+        self.recovered = keys.into_iter().collect();
+    }
+
+    /// Prepared XA transactions pooled and not yet resolved.
+    pub fn prepared_xa(&self) -> usize {
+        self.prepared.len()
     }
 
     /// The configuration.
@@ -161,9 +220,12 @@ impl TransactionAssembler {
 
     /// Drops any partial transaction and a sticky halt: call when the stream restarts from
     /// the checkpoint (reconnect), which replays the partial transaction whole.
+    /// The pool of prepared XA transactions is emptied too: their GTIDs are never in the
+    /// processed position, so the restarted stream replays them.
     pub fn reset(&mut self) {
         self.state = State::Idle;
         self.halted = None;
+        self.prepared.clear();
     }
 
     /// True between a GTID and its commit.
@@ -209,6 +271,7 @@ impl TransactionAssembler {
             Event::Xid => self.commit(out),
             Event::XaPrepare { one_phase } => match &self.state {
                 State::Open(open) if open.xa && one_phase => self.commit(out),
+                State::Open(open) if open.xa && self.tracks_xa() => self.prepare(),
                 State::Open(_) => Err(shape("xa_prepare")),
                 _ => Err(Halt::CommitWithoutTransaction),
             },
@@ -240,12 +303,12 @@ impl TransactionAssembler {
         let at = u64::from(g.timestamp) * 1_000_000;
         self.begin_gtid(gtid.clone(), at)?;
         if !g.is_standalone() {
-            self.state = State::Open(Box::new(Open::new(gtid, at, false)));
+            self.state = State::Open(Box::new(Open::new(gtid, at, None)));
         }
         Ok(())
     }
 
-    fn open(&mut self, xa: bool) -> Result<(), Halt> {
+    fn open(&mut self, xa: Option<Option<XidKey>>) -> Result<(), Halt> {
         match std::mem::replace(&mut self.state, State::Idle) {
             State::AfterGtid {
                 gtid,
@@ -267,13 +330,22 @@ impl TransactionAssembler {
     ) -> Result<(), Halt> {
         let in_open = matches!(self.state, State::Open(_));
         match classify_statement(statement) {
-            StatementClass::Begin => self.open(false),
+            StatementClass::Begin => self.open(None),
             StatementClass::XaStart => match self.config.xa {
-                XaMode::Refuse => self.open(true),
+                XaMode::Refuse => self.open(Some(None)),
+                XaMode::Track { .. } => {
+                    let xid = XidKey::from_statement(statement)
+                        .ok_or_else(|| shape("xa_xid_unparsable"))?;
+                    self.open(Some(Some(xid)))
+                }
             },
             StatementClass::Commit => self.commit(out),
             StatementClass::XaCommit { one_phase: true } if self.open_is_xa() => self.commit(out),
+            StatementClass::XaCommit { one_phase: false } if self.tracks_xa() => {
+                self.resolve(statement, true, out)
+            }
             StatementClass::XaCommit { .. } => Err(shape("xa_commit")),
+            StatementClass::XaRollback if self.tracks_xa() => self.resolve(statement, false, out),
             StatementClass::XaRollback => Err(shape("xa_rollback")),
             StatementClass::XaPrepare => Err(shape("xa_prepare")),
             StatementClass::XaEnd if self.open_is_xa() => Ok(()),
@@ -311,7 +383,7 @@ impl TransactionAssembler {
                     completes_transaction: completes,
                 });
                 match &self.state {
-                    State::AfterGtid { .. } if starts_transaction => self.open(false),
+                    State::AfterGtid { .. } if starts_transaction => self.open(None),
                     State::AfterGtid { .. } => {
                         self.state = State::Idle;
                         Ok(())
@@ -321,7 +393,10 @@ impl TransactionAssembler {
             }
             StatementClass::Other => match std::mem::replace(&mut self.state, State::Idle) {
                 State::AfterGtid { gtid, .. } => {
-                    out.push(AssemblerOutput::PositionAdvanced { gtid });
+                    out.push(AssemblerOutput::PositionAdvanced {
+                        gtid,
+                        also_covers: Vec::new(),
+                    });
                     Ok(())
                 }
                 State::Idle => Err(Halt::StatementWithoutGtid),
@@ -332,6 +407,87 @@ impl TransactionAssembler {
 
     fn open_is_xa(&self) -> bool {
         matches!(&self.state, State::Open(o) if o.xa)
+    }
+
+    fn tracks_xa(&self) -> bool {
+        matches!(self.config.xa, XaMode::Track { .. })
+    }
+
+    /// `XaMode::Track`: pools the open XA transaction at its XA PREPARE.
+    fn prepare(&mut self) -> Result<(), Halt> {
+        let XaMode::Track { max_prepared } = self.config.xa else {
+            return Err(shape("xa_prepare"));
+        };
+        let State::Open(open) = std::mem::replace(&mut self.state, State::Idle) else {
+            return Err(Halt::CommitWithoutTransaction);
+        };
+        let open = *open;
+        let xid = open
+            .xid
+            .ok_or_else(|| shape("xa_prepare without xa start"))?;
+        if self.prepared.contains_key(&xid) {
+            return Err(shape("xa_prepare of an unresolved xid"));
+        }
+        if self.prepared.len() >= max_prepared {
+            return Err(Halt::XaPreparedPoolExhausted {
+                limit: max_prepared,
+            });
+        }
+        self.prepared.insert(
+            xid,
+            Prepared {
+                gtid: open.gtid,
+                changes: open.changes,
+                filtered: open.filtered,
+            },
+        );
+        Ok(())
+    }
+
+    /// `XaMode::Track`: a two-phase XA COMMIT (`commit`) or XA ROLLBACK, a transaction of its
+    /// own right after its GTID.
+    fn resolve(
+        &mut self,
+        statement: &str,
+        commit: bool,
+        out: &mut Vec<AssemblerOutput>,
+    ) -> Result<(), Halt> {
+        let (gtid, committed_at_micros) = match std::mem::replace(&mut self.state, State::Idle) {
+            State::AfterGtid {
+                gtid,
+                committed_at_micros,
+            } => (gtid, committed_at_micros),
+            State::Idle => return Err(Halt::StatementWithoutGtid),
+            State::Open(_) => return Err(shape("xa resolution inside a transaction")),
+        };
+        let xid = XidKey::from_statement(statement).ok_or_else(|| shape("xa_xid_unparsable"))?;
+        let Some(prepared) = self.prepared.remove(&xid) else {
+            if self.recovered.remove(&xid) {
+                out.push(AssemblerOutput::PositionAdvanced {
+                    gtid,
+                    also_covers: Vec::new(),
+                });
+                return Ok(());
+            }
+            return Err(if commit {
+                Halt::XaCommitWithoutPrepare
+            } else {
+                Halt::XaRollbackWithoutPrepare
+            });
+        };
+        let also_covers = vec![prepared.gtid];
+        if commit && !prepared.changes.is_empty() {
+            out.push(AssemblerOutput::Transaction(Transaction {
+                gtid,
+                committed_at_micros,
+                changes: prepared.changes,
+                partially_filtered: prepared.filtered,
+                also_covers,
+            }));
+        } else {
+            out.push(AssemblerOutput::PositionAdvanced { gtid, also_covers });
+        }
+        Ok(())
     }
 
     fn table_map(&mut self, schema: Arc<TableSchema>) -> Result<(), Halt> {
@@ -400,13 +556,17 @@ impl TransactionAssembler {
         };
         let open = *open;
         if open.changes.is_empty() {
-            out.push(AssemblerOutput::PositionAdvanced { gtid: open.gtid });
+            out.push(AssemblerOutput::PositionAdvanced {
+                gtid: open.gtid,
+                also_covers: Vec::new(),
+            });
         } else {
             out.push(AssemblerOutput::Transaction(Transaction {
                 gtid: open.gtid,
                 committed_at_micros: open.committed_at_micros,
                 changes: open.changes,
                 partially_filtered: open.filtered,
+                also_covers: Vec::new(),
             }));
         }
         Ok(())
@@ -414,14 +574,17 @@ impl TransactionAssembler {
 }
 
 impl Open {
-    fn new(gtid: TransactionGtid, committed_at_micros: u64, xa: bool) -> Self {
+    /// `xa`: `None` for an ordinary transaction, `Some(xid)` for an XA one (the XID key is
+    /// read only under `XaMode::Track`).
+    fn new(gtid: TransactionGtid, committed_at_micros: u64, xa: Option<Option<XidKey>>) -> Self {
         Open {
             gtid,
             committed_at_micros,
             changes: Vec::new(),
             tables: HashMap::new(),
             filtered: false,
-            xa,
+            xa: xa.is_some(),
+            xid: xa.flatten(),
         }
     }
 }
@@ -440,3 +603,5 @@ fn full_row(schema: &TableSchema, values: Option<Vec<Value>>) -> Result<Option<R
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod xa_tests;
