@@ -6,6 +6,7 @@
 #   deploy/dev/services.sh up       start both (idempotent: a running server is left alone)
 #   deploy/dev/services.sh down     stop both and release the chroot's mounts
 #   deploy/dev/services.sh status   say what runs where; exit 1 if either is down
+#   deploy/dev/services.sh restart-mysql   stop and start MySQL only (data kept; idempotent)
 #   deploy/dev/services.sh env      print the connection settings tests read (eval-able)
 #   deploy/dev/services.sh reset    down, then wipe both data directories
 #
@@ -270,6 +271,12 @@ case "${1:-}" in
     mariadb_down
     log "both servers stopped"
     ;;
+  restart-mysql)
+    # stop + start MySQL only (its data kept): the source tests' server-restart case
+    [[ $(id -u) -eq 0 ]] || die "run as root (chroot and bind mounts need it)"
+    mysql_down
+    mysql_up
+    ;;
   status) status ;;
   env) print_env ;;
   reset)
@@ -279,7 +286,7 @@ case "${1:-}" in
     log "data directories wiped"
     ;;
   *)
-    echo "usage: $0 up|down|status|env|reset" >&2
+    echo "usage: $0 up|down|restart-mysql|status|env|reset" >&2
     exit 2
     ;;
 esac
