@@ -116,6 +116,7 @@ impl PipelineRunner {
         let (mut sink, start) = self.open_sink(start).await?;
         let assembler = AssemblerConfig {
             filter: self.spec.tables.clone(),
+            xa: self.spec.xa,
             ..AssemblerConfig::default()
         };
         let mut source = BinlogSource::start(self.spec.source.clone(), start, assembler)

@@ -4,7 +4,9 @@
 
 use std::collections::HashSet;
 
-use capstan_connectors::mysql::{FlavorChoice, SourceConfig, TableFilter, ValidSourceConfig};
+use capstan_connectors::mysql::{
+    FlavorChoice, SourceConfig, TableFilter, ValidSourceConfig, XaMode,
+};
 use capstan_core::change::TableId;
 use capstan_core::position::{Flavor, Position};
 use capstan_kafka::config::{CheckedSinkConfig, SinkConfig};
@@ -31,6 +33,30 @@ pub struct PipelineSpec {
     /// pipeline means all history the server retains).
     #[serde(default)]
     pub start_position: StartPositionSpec,
+    /// Two-phase XA transactions (MySQL): `refuse` (default) halts at an XA PREPARE; `track`
+    /// holds prepared transactions in memory and delivers each once at its XA COMMIT, nothing
+    /// at its XA ROLLBACK. One-phase XA COMMIT is an ordinary transaction in both modes.
+    #[serde(default)]
+    pub xa: XaSpec,
+    /// `track` only: the most prepared transactions held at once; more halts
+    /// `xa_prepared_pool_exhausted` (nothing is ever evicted). Default 10000.
+    #[serde(default = "default_max_prepared")]
+    pub max_prepared_transactions: u32,
+}
+
+/// How two-phase XA transactions are handled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum XaSpec {
+    /// Halt `unsupported_transaction_shape` at an XA PREPARE.
+    #[default]
+    Refuse,
+    /// Pool prepared transactions and deliver them at their resolution.
+    Track,
+}
+
+fn default_max_prepared() -> u32 {
+    10_000
 }
 
 /// Which tables a pipeline captures: `{"include": ["db.t", ...]}`, or all tables with
@@ -126,6 +152,8 @@ pub struct CheckedPipelineSpec {
     pub sink: CheckedSinkConfig,
     /// Where to start without a checkpoint.
     pub start: StartAt,
+    /// Two-phase XA handling.
+    pub xa: XaMode,
 }
 
 /// A refused pipeline definition.
@@ -220,12 +248,25 @@ impl PipelineSpec {
                 StartAt::Position(position)
             }
         };
+        let xa = match self.xa {
+            XaSpec::Refuse => XaMode::Refuse,
+            XaSpec::Track if self.max_prepared_transactions == 0 => {
+                return Err(PipelineSpecError::new(
+                    "max_prepared_transactions",
+                    "must be positive",
+                ))
+            }
+            XaSpec::Track => XaMode::Track {
+                max_prepared: self.max_prepared_transactions as usize,
+            },
+        };
         Ok(CheckedPipelineSpec {
             name: self.name.clone(),
             source,
             tables,
             sink,
             start,
+            xa,
         })
     }
 }
@@ -422,6 +463,26 @@ mod tests {
         v["start_position"] = json!("current");
         let spec = PipelineSpec::from_json(v).unwrap().validate().unwrap();
         assert_eq!(spec.start, StartAt::Current);
+    }
+
+    #[test]
+    fn xa_mode_defaults_to_refuse_and_track_is_bounded() {
+        let spec = PipelineSpec::from_json(good()).unwrap().validate().unwrap();
+        assert_eq!(spec.xa, XaMode::Refuse);
+        let mut v = good();
+        v["xa"] = json!("track");
+        let spec = PipelineSpec::from_json(v.clone())
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert_eq!(
+            spec.xa,
+            XaMode::Track {
+                max_prepared: 10_000
+            }
+        );
+        v["max_prepared_transactions"] = json!(0);
+        assert_eq!(err(v).field, "max_prepared_transactions");
     }
 
     #[test]
