@@ -37,19 +37,15 @@ use capstan_core::position::{Flavor, Position};
 
 use super::assembler::{AssemblerConfig, AssemblerOutput, TransactionAssembler, XaMode};
 use super::connect::SourceClient;
-use super::dump::{check_resume, classify_dump_error, StartPosition};
+use super::dump::{check_resume, StartPosition};
 use super::event_reader::EventReader;
-use super::replica_conn::{Frame, ReplicaConn};
 use super::source_config::ValidSourceConfig;
 use super::source_error::SourceError;
+use super::stream_reader::StreamReader;
 use super::xid::XidKey;
 
-/// A live dump: the connection and the reader that tracks its format description.
-#[derive(Debug)]
-struct Live {
-    conn: ReplicaConn,
-    reader: EventReader,
-}
+/// A live dump: the connection, read and parsed into events on its own task.
+type Live = StreamReader;
 
 /// Counters for status pages and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -75,7 +71,6 @@ pub struct BinlogSource {
     live: Option<Live>,
     pending: VecDeque<AssemblerOutput>,
     out: Vec<AssemblerOutput>,
-    buf: Vec<u8>,
     failures: u32,
     stats: SourceStats,
 }
@@ -104,7 +99,6 @@ impl BinlogSource {
                         live: Some(live),
                         pending: VecDeque::new(),
                         out: Vec::new(),
-                        buf: Vec::with_capacity(64 * 1024),
                         failures: 0,
                         stats: SourceStats {
                             connects: 1,
@@ -172,7 +166,7 @@ impl BinlogSource {
             })??;
         let mut reader = EventReader::new();
         reader.set_flavor(flavor);
-        Ok(Live { conn, reader })
+        Ok(StreamReader::spawn(conn, reader, config.stream_timeout))
     }
 
     /// The server flavour.
@@ -258,29 +252,18 @@ impl BinlogSource {
         Some(output)
     }
 
-    /// Reads and processes one frame of the live stream.
+    /// Takes the next event of the live stream (read and parsed on the reader task) and
+    /// assembles it.
     async fn read_one(&mut self) -> Result<(), SourceError> {
         let Some(live) = self.live.as_mut() else {
             return Err(SourceError::ServerClosed);
         };
-        let frame = tokio::time::timeout(
-            self.config.stream_timeout,
-            live.conn.next_frame(&mut self.buf),
-        )
-        .await
-        .map_err(|_| SourceError::StreamTimeout)??;
-        match frame {
-            Frame::End => Err(SourceError::ServerClosed),
-            Frame::Error(err) => Err(classify_dump_error(&err)),
-            Frame::Event => {
-                self.failures = 0;
-                self.stats.events += 1;
-                let event = live.reader.decode(self.buf.get(1..).unwrap_or_default())?;
-                self.assembler.push(event, &mut self.out)?;
-                self.pending.extend(self.out.drain(..));
-                Ok(())
-            }
-        }
+        let event = live.next().await?;
+        self.failures = 0;
+        self.stats.events += 1;
+        self.assembler.push(event, &mut self.out)?;
+        self.pending.extend(self.out.drain(..));
+        Ok(())
     }
 
     /// Redials with backoff until a dump is open again or the budget is spent.

@@ -29,6 +29,7 @@ mod replica_conn;
 mod source_config;
 mod source_error;
 mod statement;
+mod stream_reader;
 mod table_filter;
 mod table_schema;
 #[cfg(test)]

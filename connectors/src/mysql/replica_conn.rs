@@ -315,6 +315,19 @@ impl ReplicaConn {
         }
     }
 
+    /// True if a whole packet is already buffered, so the next [`ReplicaConn::next_frame`]
+    /// completes without waiting for the socket.
+    pub(crate) fn has_buffered_packet(&self) -> bool {
+        let b = self.io.buffer();
+        match b.get(..3) {
+            Some(h) => {
+                let len = usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16;
+                len < MAX_CHUNK && b.len() >= 4 + len
+            }
+            None => false,
+        }
+    }
+
     /// Reads one packet into `buf`.
     pub(crate) async fn read(&mut self, buf: &mut Vec<u8>) -> Result<(), SourceError> {
         read_packet(&mut self.io, &mut self.seq, buf).await
