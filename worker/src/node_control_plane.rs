@@ -282,11 +282,17 @@ impl ControlPlane for NodeControlPlane {
                     desired_state: r.desired_state().as_str().to_string(),
                     owner: r.owner(),
                     epoch: r.epoch(),
-                    state: r
+                    // a report of an earlier epoch is history: the new owner has not
+                    // reported yet
+                    state: match (r.owner(), r.status()) {
+                        (_, Some(st)) if st.epoch == r.epoch() => st.state.as_str().to_string(),
+                        (Some(_), _) => "assigned".into(),
+                        (None, _) => "unassigned".into(),
+                    },
+                    reason: r
                         .status()
-                        .map(|st| st.state.as_str().to_string())
-                        .unwrap_or_else(|| "unassigned".into()),
-                    reason: r.status().and_then(|st| st.reason.clone()),
+                        .filter(|st| st.epoch == r.epoch())
+                        .and_then(|st| st.reason.clone()),
                     position: r.checkpoint().map(|p| p.to_string()),
                 })
             })

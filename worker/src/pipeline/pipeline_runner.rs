@@ -49,8 +49,11 @@ pub const CHECKPOINT_EVERY_TX: u64 = 1_000;
 pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// Bound on each blocking exactly-once call (init, commit, abort, offsets read).
 const EXACTLY_ONCE_OP_TIMEOUT: Duration = Duration::from_secs(30);
-/// At most this many source transactions are published as one batch.
+/// At most this many source transactions are published as one batch…
 pub const MAX_BATCH_TX: usize = 500;
+/// …and no more once the batch holds this many row changes (a single larger transaction
+/// is still published whole: the batch bounds memory, the transaction is the source's).
+pub const MAX_BATCH_ROWS: usize = 20_000;
 
 /// One pipeline incarnation: a name, an owner epoch, a checked definition.
 #[derive(Debug)]
@@ -155,13 +158,15 @@ impl PipelineRunner {
                     // one batch: one round of acknowledgements instead of one per transaction
                     let mut outputs = Vec::new();
                     let (output, position) = item.map_err(|e| RunnerExit::failed(e.code()))?;
+                    let mut rows = change_count(&output);
                     outputs.push(output);
                     processed = position;
-                    while outputs.len() < MAX_BATCH_TX {
+                    while outputs.len() < MAX_BATCH_TX && rows < MAX_BATCH_ROWS {
                         match rx.try_recv() {
                             Ok(item) => {
                                 let (output, position) =
                                     item.map_err(|e| RunnerExit::failed(e.code()))?;
+                                rows += change_count(&output);
                                 outputs.push(output);
                                 processed = position;
                             }
@@ -402,6 +407,14 @@ fn ddl_is_captured(filter: &TableFilter, change: &SchemaChange) -> bool {
             TableFilter::All | TableFilter::AllExcept(_) => true,
             TableFilter::Only(tables) => tables.iter().any(|t| t.schema == schema),
         },
+    }
+}
+
+/// Row changes an output carries.
+fn change_count(output: &AssemblerOutput) -> usize {
+    match output {
+        AssemblerOutput::Transaction(tx) => tx.changes.len(),
+        _ => 0,
     }
 }
 
