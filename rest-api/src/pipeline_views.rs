@@ -32,6 +32,9 @@ pub struct PipelineStatus {
     pub reason: Option<String>,
     /// The committed processed position, in the server's text form.
     pub position: Option<String>,
+    /// Commit-to-acknowledgement lag of the newest published transaction, in milliseconds,
+    /// as the owner measured it; absent when the owner is not streaming or cannot be asked.
+    pub lag_ms: Option<u64>,
 }
 
 /// The answer to a restart: the incarnation that will run.

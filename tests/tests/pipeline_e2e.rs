@@ -212,9 +212,18 @@ async fn scenario(db: DbEnv, flavor: &'static str) {
             covered.is_some(),
             "checkpoint never covered the last transaction"
         );
-        // the owner's metrics count what it published
+        // every node's status shows the lag the owner measured
         let (_, status) = c.get(leader, "/pipelines/items/status").unwrap();
         let owner = status["owner"].as_u64().unwrap();
+        for id in [1, 2, 3] {
+            let (_, st) = c.get(id, "/pipelines/items/status").unwrap();
+            let lag = st["lag_ms"].as_u64();
+            assert!(
+                lag.is_some_and(|l| l < 60_000),
+                "node {id} (owner {owner}): {st}"
+            );
+        }
+        // the owner's metrics count what it published
         let text = reqwest::blocking::get(format!("{}/metrics", c.workers[&owner].api()))
             .unwrap()
             .text()

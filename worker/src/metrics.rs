@@ -344,6 +344,15 @@ impl Metrics {
         self.lag.get_or_create(&label).set(seconds);
     }
 
+    /// The last lag the runner of `pipeline` reported on this node, in milliseconds.
+    pub fn lag_ms(&self, pipeline: &str) -> Option<u64> {
+        let label = PipelineLabel {
+            pipeline: pipeline.to_string(),
+        };
+        let seconds = self.lag.get(&label)?.get();
+        Some((seconds.max(0.0) * 1000.0).round() as u64)
+    }
+
     /// The snapshot reader's hook: rows read by the initial snapshot.
     // the runner calls this; until it is wired, only tests do
     #[cfg_attr(not(test), allow(dead_code))]

@@ -49,6 +49,58 @@ impl NodeControlPlane {
         }
     }
 
+    /// The status as the replicated state has it (no lag).
+    fn replicated_status(&self, name: &str) -> Result<PipelineStatus, ApiError> {
+        self.node
+            .state
+            .read(|s| {
+                s.pipeline(name).map(|r| PipelineStatus {
+                    name: name.to_string(),
+                    desired_state: r.desired_state().as_str().to_string(),
+                    owner: r.owner(),
+                    epoch: r.epoch(),
+                    // a report of an earlier epoch is history: the new owner has not
+                    // reported yet
+                    state: match (r.owner(), r.status()) {
+                        (_, Some(st)) if st.epoch == r.epoch() => st.state.as_str().to_string(),
+                        (Some(_), _) => "assigned".into(),
+                        (None, _) => "unassigned".into(),
+                    },
+                    reason: r
+                        .status()
+                        .filter(|st| st.epoch == r.epoch())
+                        .and_then(|st| st.reason.clone()),
+                    position: r.checkpoint().map(|p| p.to_string()),
+                    lag_ms: None,
+                })
+            })
+            .ok_or_else(|| unknown_pipeline(name))
+    }
+
+    /// The lag the owner measured, asked of the owner's API (bounded wait; `None` on any
+    /// failure: the lag is information, never a reason to fail the status call).
+    async fn owner_lag_ms(&self, owner: u64, name: &str) -> Option<u64> {
+        let api = self
+            .node
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .get_node(&owner)?
+            .api_addr
+            .clone();
+        let reply = self
+            .http
+            .get(format!("http://{api}/pipelines/{name}/status"))
+            .timeout(std::time::Duration::from_millis(500))
+            .send()
+            .await
+            .ok()?;
+        let status: PipelineStatus = reply.json().await.ok()?;
+        status.lag_ms
+    }
+
     /// Updates the metrics derived from the applied state and this node's Raft view.
     pub fn observe_metrics(&self) {
         let m = self.node.raft.metrics().borrow().clone();
@@ -274,29 +326,15 @@ impl ControlPlane for NodeControlPlane {
     }
 
     async fn pipeline_status(&self, name: &str) -> Result<PipelineStatus, ApiError> {
-        self.node
-            .state
-            .read(|s| {
-                s.pipeline(name).map(|r| PipelineStatus {
-                    name: name.to_string(),
-                    desired_state: r.desired_state().as_str().to_string(),
-                    owner: r.owner(),
-                    epoch: r.epoch(),
-                    // a report of an earlier epoch is history: the new owner has not
-                    // reported yet
-                    state: match (r.owner(), r.status()) {
-                        (_, Some(st)) if st.epoch == r.epoch() => st.state.as_str().to_string(),
-                        (Some(_), _) => "assigned".into(),
-                        (None, _) => "unassigned".into(),
-                    },
-                    reason: r
-                        .status()
-                        .filter(|st| st.epoch == r.epoch())
-                        .and_then(|st| st.reason.clone()),
-                    position: r.checkpoint().map(|p| p.to_string()),
-                })
-            })
-            .ok_or_else(|| unknown_pipeline(name))
+        let mut status = self.replicated_status(name)?;
+        if status.state == "streaming" {
+            status.lag_ms = match status.owner {
+                Some(owner) if owner == self.node.id => self.metrics.lag_ms(name),
+                Some(owner) => self.owner_lag_ms(owner, name).await,
+                None => None,
+            };
+        }
+        Ok(status)
     }
 
     async fn set_desired_state(&self, name: &str, state: &str) -> Result<(), ApiError> {

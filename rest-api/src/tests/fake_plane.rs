@@ -174,6 +174,7 @@ impl ControlPlane for FakePlane {
             state: "unassigned".into(),
             reason: None,
             position: r.position.clone(),
+            lag_ms: None,
         })
     }
 
