@@ -29,7 +29,9 @@ pub struct MemberView {
     pub api_addr: String,
     /// True for a voter, false for a learner.
     pub voter: bool,
-    /// `member`, or `released` after the worker gave up its lease on a clean shutdown.
+    /// Liveness as the answering node sees it (every node follows the lease renewals):
+    /// `live`, `expired` (no renewal within the lease and its margin), or `released` (shut
+    /// down cleanly).
     pub health: String,
     /// Pipelines this member owns.
     pub owned_pipelines: Vec<String>,

@@ -150,6 +150,31 @@ fn a_killed_owners_pipeline_moves_to_a_live_worker_with_a_higher_epoch() {
     assert!(took < Duration::from_secs(8), "moved after {took:?}");
     eprintln!("failover: owner {first_owner} killed, {new_owner} owns after {took:?}");
 
+    // the survivors see the killed member's lease as expired, and each other as live
+    let health = |c: &Cluster, via: u64, id: u64| -> Option<String> {
+        let (_, v) = c.get(via, "/cluster")?;
+        v["members"]
+            .as_array()?
+            .iter()
+            .find(|m| m["id"] == id)
+            .and_then(|m| m["health"].as_str().map(str::to_string))
+    };
+    // (a survivor that could not renew during an election shows expired until its next
+    // renewal, as its own lease did: wait for that)
+    for &via in &others {
+        for &other in &others {
+            let live = c.wait_until(Duration::from_secs(5), |c| {
+                (health(c, via, other).as_deref() == Some("live")).then_some(())
+            });
+            assert!(
+                live.is_some(),
+                "node {via} sees {other} as {:?}",
+                health(&c, via, other)
+            );
+        }
+        assert_eq!(health(&c, via, first_owner).as_deref(), Some("expired"));
+    }
+
     // the killed worker comes back: it does not take the pipeline back (no churn)
     c.spawn(first_owner);
     std::thread::sleep(Duration::from_secs(3));

@@ -115,6 +115,7 @@ pub struct Node {
     http: reqwest::Client,
     raft_scheme: &'static str,
     lease: Mutex<OwnerLease>,
+    live_members: Mutex<BTreeSet<NodeId>>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -161,6 +162,7 @@ impl Node {
             raft: raft.clone(),
             state,
             lease: Mutex::new(OwnerLease::new(config.lease)),
+            live_members: Mutex::new(BTreeSet::new()),
             config,
             http,
             raft_scheme: raft_tls::scheme(tls.as_ref()),
@@ -288,6 +290,15 @@ impl Node {
             .unwrap_or(false)
     }
 
+    /// The members whose lease this node currently sees as live (every node follows the
+    /// renewals; see ADR-0004).
+    pub fn live_members(&self) -> BTreeSet<NodeId> {
+        self.live_members
+            .lock()
+            .map(|v| v.clone())
+            .unwrap_or_default()
+    }
+
     /// Adds a worker: first as a learner (it catches up), then as a voter.
     pub async fn add_member(&self, id: NodeId, info: NodeInfo) -> Result<(), WriteError> {
         self.raft
@@ -407,9 +418,6 @@ async fn schedule(node: Arc<Node>) {
         let caught_up = metrics
             .last_applied
             .is_some_and(|l| l.leader_id.term == metrics.current_term);
-        if !is_leader || !caught_up {
-            continue;
-        }
         let members = metrics
             .membership_config
             .membership()
@@ -417,6 +425,12 @@ async fn schedule(node: Arc<Node>) {
             .map(|(id, _)| *id)
             .collect::<Vec<_>>();
         let live = tracker.live(members, &released, now);
+        if let Ok(mut view) = node.live_members.lock() {
+            view.clone_from(&live);
+        }
+        if !is_leader || !caught_up {
+            continue;
+        }
         for command in scheduler::plan(&state, &live) {
             if let Command::AssignOwner {
                 pipeline,

@@ -179,6 +179,7 @@ impl ControlPlane for NodeControlPlane {
         let membership = m.membership_config.membership();
         let voters: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
         let released = state.released_nodes();
+        let live = self.node.live_members();
         let members = membership
             .nodes()
             .map(|(&id, info)| MemberView {
@@ -188,8 +189,10 @@ impl ControlPlane for NodeControlPlane {
                 voter: voters.contains(&id),
                 health: if released.contains(&id) {
                     "released".into()
+                } else if live.contains(&id) {
+                    "live".into()
                 } else {
-                    "member".into()
+                    "expired".into()
                 },
                 owned_pipelines: state
                     .pipelines()
