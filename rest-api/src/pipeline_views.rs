@@ -35,6 +35,9 @@ pub struct PipelineStatus {
     /// Commit-to-acknowledgement lag of the newest published transaction, in milliseconds,
     /// as the owner measured it; absent when the owner is not streaming or cannot be asked.
     pub lag_ms: Option<u64>,
+    /// Initial-snapshot progress per table (empty without a snapshot). Key cursors are row
+    /// values and not shown.
+    pub snapshot: Vec<TableOffset>,
 }
 
 /// The answer to a restart: the incarnation that will run.

@@ -217,6 +217,7 @@ async fn scenario(db: DbEnv, flavor: &'static str) {
         let owner = status["owner"].as_u64().unwrap();
         for id in [1, 2, 3] {
             let (_, st) = c.get(id, "/pipelines/items/status").unwrap();
+            assert_eq!(st["snapshot"], json!([]), "no snapshot configured");
             let lag = st["lag_ms"].as_u64();
             assert!(
                 lag.is_some_and(|l| l < 60_000),

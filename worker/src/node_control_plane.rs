@@ -72,6 +72,14 @@ impl NodeControlPlane {
                         .and_then(|st| st.reason.clone()),
                     position: r.checkpoint().map(|p| p.to_string()),
                     lag_ms: None,
+                    snapshot: r
+                        .snapshot_progress()
+                        .iter()
+                        .map(|(table, progress)| TableOffset {
+                            table: table.clone(),
+                            status: progress.status.as_str().to_string(),
+                        })
+                        .collect(),
                 })
             })
             .ok_or_else(|| unknown_pipeline(name))

@@ -175,6 +175,7 @@ impl ControlPlane for FakePlane {
             reason: None,
             position: r.position.clone(),
             lag_ms: None,
+            snapshot: Vec::new(),
         })
     }
 
