@@ -304,13 +304,29 @@ fn workers_join_and_leave_at_runtime() {
 }
 
 #[test]
-fn a_worker_without_quorum_still_exits_on_sigterm() {
+fn without_quorum_writes_get_503_and_sigterm_still_exits() {
     let Some(mut c) = Cluster::start(3) else {
         return;
     };
     c.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
     c.kill9(2);
     c.kill9(3);
+    // without a quorum a write is refused with 503 in bounded time, never left hanging
+    let asked = Instant::now();
+    let (code, body) = c
+        .send(
+            1,
+            Method::POST,
+            "/pipelines",
+            Some(&definition("no-quorum")),
+        )
+        .expect("the api answers");
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        asked.elapsed()
+    );
     let sent = Instant::now();
     c.signal(1, "TERM");
     // the lease release cannot commit; it is abandoned after one lease (2 s)

@@ -80,6 +80,10 @@ pub enum WriteError {
     /// The node that was asked is not the leader (a forwarded write raced an election).
     #[error("this node is not the raft leader")]
     NotLeader,
+    /// The write did not commit in time: no quorum acknowledged it (it may still commit
+    /// later, so a retry must be idempotent, as every capstan command is).
+    #[error("the write was not committed in time; the cluster may lack a quorum")]
+    NoQuorum,
     /// Raft failed for another reason.
     #[error("raft write failed: {0}")]
     Raft(String),
@@ -92,6 +96,7 @@ impl WriteError {
             WriteError::NoLeader => "no_leader",
             WriteError::LeaderUnreachable(_) => "leader_unreachable",
             WriteError::NotLeader => "not_leader",
+            WriteError::NoQuorum => "no_quorum",
             WriteError::Raft(_) => "raft_error",
         }
     }
@@ -265,7 +270,12 @@ impl Node {
 
     /// Applies `command` if this node is the leader; `NotLeader` otherwise.
     pub async fn write_local(&self, command: Command) -> Result<Response, WriteError> {
-        match self.raft.client_write(command).await {
+        // a leader cut off from its followers would wait forever for the commit
+        let write = self.raft.client_write(command);
+        let Ok(result) = tokio::time::timeout(self.config.lease * 2, write).await else {
+            return Err(WriteError::NoQuorum);
+        };
+        match result {
             Ok(r) => Ok(r.data),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
                 Err(WriteError::NotLeader)
