@@ -78,13 +78,7 @@ pub fn decode_gtid_list(data: &[u8]) -> Result<Vec<MariadbGtid>, Halt> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::mysql::test_support::{go_mysql_vectors, hex};
 
     #[test]
     fn gtid_layout() {
@@ -118,16 +112,11 @@ mod tests {
     }
 
     #[test]
-    fn go_mysql_vectors() {
+    fn go_mysql_gtid_list_vectors() {
         // go-mysql's hand-built GTID_LIST bodies (layout checks, see testdata NOTES)
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/testdata/external/go-mysql/vectors.json"
-        );
-        let Ok(text) = std::fs::read_to_string(path) else {
+        let Some(v) = go_mysql_vectors() else {
             return;
         };
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         for case in v["cases"].as_array().unwrap() {
             let name = case["name"].as_str().unwrap();
             if name.starts_with("mariadb_gtid_list") {

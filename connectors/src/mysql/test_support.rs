@@ -10,6 +10,25 @@ pub(crate) fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
+/// go-mysql's `vectors.json` from the shared fixtures (read in place). Absent: skipped with a
+/// message, except under CI (`CI=true`), where a missing fixture is a failure.
+pub(crate) fn go_mysql_vectors() -> Option<serde_json::Value> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/testdata/external/go-mysql/vectors.json"
+    );
+    match std::fs::read_to_string(path) {
+        Ok(text) => Some(serde_json::from_str(&text).unwrap()),
+        Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("fixture {path} is missing (CI=true)")
+        }
+        Err(_) => {
+            eprintln!("skipping: fixture {path} is missing");
+            None
+        }
+    }
+}
+
 /// A whole event (v4 header, no checksum) around `body`.
 pub(crate) fn frame(event_type: u8, body: &[u8]) -> Vec<u8> {
     let size = (HEADER_LEN + body.len()) as u32;

@@ -148,6 +148,7 @@ pub(crate) fn decimal(cur: &mut Cursor<'_>, precision: u8, scale: u8) -> Result<
 mod tests {
     use super::*;
     use crate::mysql::decode::cursor::be;
+    use crate::mysql::test_support::{go_mysql_vectors, hex};
     use proptest::prelude::*;
     use std::fmt::Write;
 
@@ -236,13 +237,6 @@ mod tests {
         }
     }
 
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
-
     #[test]
     fn integers_sign_extend_and_unsigned_is_exact() {
         let b = [0xff, 0xff, 0xff];
@@ -286,14 +280,9 @@ mod tests {
 
     #[test]
     fn go_mysql_decimal_vectors() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/testdata/external/go-mysql/vectors.json"
-        );
-        let Ok(text) = std::fs::read_to_string(path) else {
+        let Some(v) = go_mysql_vectors() else {
             return;
         };
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let cases = v["decimal_vectors"]["cases"].as_array().unwrap();
         assert!(!cases.is_empty());
         for c in cases {

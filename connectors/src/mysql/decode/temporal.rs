@@ -203,13 +203,7 @@ pub(crate) fn legacy_time(cur: &mut Cursor<'_>) -> Result<Value, Halt> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::mysql::test_support::{go_mysql_vectors, hex};
 
     fn text(v: Value) -> String {
         v.to_sql_text().unwrap()
@@ -261,14 +255,9 @@ mod tests {
 
     #[test]
     fn go_mysql_time2_and_datetime2_vectors() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/testdata/external/go-mysql/vectors.json"
-        );
-        let Ok(t) = std::fs::read_to_string(path) else {
+        let Some(v) = go_mysql_vectors() else {
             return;
         };
-        let v: serde_json::Value = serde_json::from_str(&t).unwrap();
         for c in v["time2_vectors"]["cases"].as_array().unwrap() {
             let b = hex(c["hex"].as_str().unwrap());
             let fsp = c["fsp"].as_u64().unwrap() as u8;
