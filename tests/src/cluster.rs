@@ -218,6 +218,22 @@ impl Cluster {
         Some((status, r.json().unwrap_or(Value::Null)))
     }
 
+    /// Pipeline `name`'s status as worker `via` reports it (a 200 answer only).
+    pub fn pipeline_status(&self, via: u64, name: &str) -> Option<Value> {
+        self.get(via, &format!("/pipelines/{name}/status"))
+            .and_then(|(s, v)| (s == 200).then_some(v))
+    }
+
+    /// (owner, epoch, state) of pipeline `name` as worker `via` sees it, once it is owned.
+    pub fn pipeline_owner(&self, via: u64, name: &str) -> Option<(u64, u64, String)> {
+        let v = self.pipeline_status(via, name)?;
+        Some((
+            v["owner"].as_u64()?,
+            v["epoch"].as_u64()?,
+            v["state"].as_str()?.to_string(),
+        ))
+    }
+
     /// The leader that every running worker in `ids` agrees on, waiting up to `timeout`.
     pub fn wait_for_leader(&self, ids: &[u64], timeout: Duration) -> Option<u64> {
         let deadline = Instant::now() + timeout;

@@ -39,15 +39,10 @@ fn create(c: &Cluster, via: u64, name: &str) {
     assert_eq!(status, 201, "create {name} via node {via}: {body}");
 }
 
-fn status(c: &Cluster, id: u64, name: &str) -> Option<Value> {
-    c.get(id, &format!("/pipelines/{name}/status"))
-        .and_then(|(s, v)| (s == 200).then_some(v))
-}
-
 /// (owner, epoch) once the pipeline has an owner, as seen by node `id`.
 fn owner(c: &Cluster, id: u64, name: &str) -> Option<(u64, u64)> {
-    let s = status(c, id, name)?;
-    Some((s["owner"].as_u64()?, s["epoch"].as_u64()?))
+    c.pipeline_owner(id, name)
+        .map(|(owner, epoch, _)| (owner, epoch))
 }
 
 #[test]

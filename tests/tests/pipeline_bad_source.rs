@@ -10,15 +10,10 @@ use capstan_kafka::dev_cluster::DevCluster;
 use capstan_tests::cluster::Cluster;
 use capstan_tests::mysql;
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::json;
 
 const SETTLE: Duration = Duration::from_secs(40);
 const WRONG: &str = "wrong-pw-5150";
-
-fn status(c: &Cluster, via: u64, name: &str) -> Option<Value> {
-    c.get(via, &format!("/pipelines/{name}/status"))
-        .and_then(|(s, v)| (s == 200).then_some(v))
-}
 
 #[test]
 fn wrong_password_and_unreachable_source_fail_closed_without_echoing_secrets() {
@@ -68,10 +63,10 @@ fn wrong_password_and_unreachable_source_fail_closed_without_echoing_secrets() {
 
     let failed = |c: &Cluster, name: &str| {
         c.wait_until(SETTLE, |c| {
-            let v = status(c, leader, name)?;
+            let v = c.pipeline_status(leader, name)?;
             (v["state"] == "failed").then_some(v)
         })
-        .unwrap_or_else(|| panic!("{name} never failed: {:?}", status(c, leader, name)))
+        .unwrap_or_else(|| panic!("{name} never failed: {:?}", c.pipeline_status(leader, name)))
     };
     let bad_pw = failed(&c, "badpw");
     let reason = bad_pw["reason"].as_str().unwrap();
@@ -98,7 +93,10 @@ fn wrong_password_and_unreachable_source_fail_closed_without_echoing_secrets() {
 
     // a failure is sticky until restarted; a corrected definition brings it back
     std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(status(&c, leader, "badpw").unwrap()["state"], "failed");
+    assert_eq!(
+        c.pipeline_status(leader, "badpw").unwrap()["state"],
+        "failed"
+    );
     let (s, b) = c
         .send(
             leader,
@@ -109,12 +107,12 @@ fn wrong_password_and_unreachable_source_fail_closed_without_echoing_secrets() {
         .unwrap();
     assert!(s == 200 || s == 202, "{s} {b}");
     let streaming = c.wait_until(SETTLE, |c| {
-        let v = status(c, leader, "badpw")?;
+        let v = c.pipeline_status(leader, "badpw")?;
         (v["state"] == "streaming").then_some(())
     });
     assert!(
         streaming.is_some(),
         "corrected pipeline: {:?}",
-        status(&c, leader, "badpw")
+        c.pipeline_status(leader, "badpw")
     );
 }

@@ -21,15 +21,6 @@ use serde_json::{json, Value};
 const SETTLE: Duration = Duration::from_secs(30);
 const WRITERS: u64 = 4;
 
-fn owner(c: &Cluster, via: u64) -> Option<(u64, u64, String)> {
-    let (_, v) = c.get(via, "/pipelines/load/status")?;
-    Some((
-        v["owner"].as_u64()?,
-        v["epoch"].as_u64()?,
-        v["state"].as_str()?.to_string(),
-    ))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killing_the_owner_three_times_under_load_loses_nothing() {
     failover_under_load("at_least_once").await;
@@ -91,7 +82,8 @@ async fn failover_under_load(delivery: &'static str) {
         c.send(leader, Method::PUT, "/pipelines/load/resume", None)
             .unwrap();
         c.wait_until(SETTLE, |c| {
-            owner(c, leader).filter(|(_, _, s)| s == "streaming")
+            c.pipeline_owner(leader, "load")
+                .filter(|(_, _, s)| s == "streaming")
         })
         .expect("streaming");
     }))
@@ -139,14 +131,14 @@ async fn failover_under_load(delivery: &'static str) {
                 .into_iter()
                 .find(|&n| c.workers.get_mut(&n).unwrap().is_running())
                 .unwrap();
-            let (victim, epoch, _) = owner(c, via).expect("owned");
+            let (victim, epoch, _) = c.pipeline_owner(via, "load").expect("owned");
             c.kill9(victim);
             assert!(!c.workers.get_mut(&victim).unwrap().is_running(), "owner really died");
             let via = [1, 2, 3].into_iter().find(|&n| n != victim).unwrap();
             let killed = Instant::now();
             let (new_owner, new_epoch, _) = c
                 .wait_until(SETTLE, |c| {
-                    owner(c, via).filter(|(o, e, s)| *o != victim && *e > epoch && s == "streaming")
+                    c.pipeline_owner(via, "load").filter(|(o, e, s)| *o != victim && *e > epoch && s == "streaming")
                 })
                 .unwrap_or_else(|| panic!("round {round}: pipeline did not move"));
             eprintln!(

@@ -19,15 +19,6 @@ use serde_json::json;
 
 const SETTLE: Duration = Duration::from_secs(30);
 
-fn owner(c: &Cluster, via: u64) -> Option<(u64, u64, String)> {
-    let (_, v) = c.get(via, "/pipelines/fenced/status")?;
-    Some((
-        v["owner"].as_u64()?,
-        v["epoch"].as_u64()?,
-        v["state"].as_str()?.to_string(),
-    ))
-}
-
 fn with_epoch(records: &[ConsumedRecord], epoch: u64) -> usize {
     let e = epoch.to_string();
     records
@@ -81,7 +72,8 @@ async fn a_frozen_owner_resumed_after_its_epoch_ended_neither_publishes_nor_comm
         c.send(leader, Method::PUT, "/pipelines/fenced/resume", None)
             .unwrap();
         c.wait_until(SETTLE, |c| {
-            owner(c, leader).filter(|(_, _, s)| s == "streaming")
+            c.pipeline_owner(leader, "fenced")
+                .filter(|(_, _, s)| s == "streaming")
         })
         .map(|(o, e, _)| (o, e))
     }))
@@ -115,7 +107,8 @@ async fn a_frozen_owner_resumed_after_its_epoch_ended_neither_publishes_nor_comm
         c.signal(old_owner, "STOP");
         let via = [1, 2, 3].into_iter().find(|&n| n != old_owner).unwrap();
         c.wait_until(SETTLE, |c| {
-            owner(c, via).filter(|(o, e, s)| *o != old_owner && *e > old_epoch && s == "streaming")
+            c.pipeline_owner(via, "fenced")
+                .filter(|(o, e, s)| *o != old_owner && *e > old_epoch && s == "streaming")
         })
         .map(|(o, e, _)| (o, e))
     }))
@@ -176,7 +169,7 @@ async fn a_frozen_owner_resumed_after_its_epoch_ended_neither_publishes_nor_comm
     // the pipeline still owns nothing on the old worker, and the checkpoint is the new owner's
     let status = on_cluster(Box::new(move |c| {
         let via = [1, 2, 3].into_iter().find(|&n| n != old_owner).unwrap();
-        owner(c, via).map(|(o, e, _)| (o, e))
+        c.pipeline_owner(via, "fenced").map(|(o, e, _)| (o, e))
     }))
     .await
     .unwrap();
