@@ -9,9 +9,7 @@ use std::time::{Duration, Instant};
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
-use capstan_raft_store::{
-    ClusterState, Command, NodeId, NodeInfo, Response, SharedClusterState, Store,
-};
+use capstan_raft_store::{Command, NodeId, NodeInfo, Response, SharedClusterState, Store};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{ChangeMembers, ServerState};
 use serde::{Deserialize, Serialize};
@@ -420,9 +418,11 @@ async fn schedule(node: Arc<Node>) {
         let metrics = node.raft.metrics().borrow().clone();
         let is_leader = metrics.state == ServerState::Leader;
         // every node follows the renewals, so a new leader already knows who went quiet
-        let state: ClusterState = node.state.snapshot();
-        let released = state.released_nodes();
-        tracker.observe(state.lease_renewals(), &released, now);
+        let released = node.state.read(|state| {
+            let released = state.released_nodes();
+            tracker.observe(state.lease_renewals(), &released, now);
+            released
+        });
         // a new leader plans only once it has applied an entry of its own term: by then it
         // has applied every committed renewal, so no worker looks older than it is
         let caught_up = metrics
@@ -441,7 +441,9 @@ async fn schedule(node: Arc<Node>) {
         if !is_leader || !caught_up {
             continue;
         }
-        for command in scheduler::plan(&state, &live) {
+        // plan under the read lock (pure and quick), propose after releasing it
+        let commands = node.state.read(|state| scheduler::plan(state, &live));
+        for command in commands {
             if let Command::AssignOwner {
                 pipeline,
                 node: owner,
