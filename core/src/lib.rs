@@ -3,3 +3,4 @@
 
 pub mod change;
 pub mod position;
+pub mod snapshot;
