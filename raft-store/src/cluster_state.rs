@@ -175,6 +175,29 @@ impl ClusterState {
                 record.checkpoint = Some(position);
                 Response::Applied
             }
+            Command::BeginSnapshot {
+                pipeline,
+                epoch,
+                position,
+                tables,
+            } => {
+                let (record, _) = match self.owned_record(&pipeline, epoch) {
+                    Ok(owned) => owned,
+                    Err(rejection) => return rejection,
+                };
+                record.checkpoint = Some(position);
+                record.snapshot = tables
+                    .into_iter()
+                    .map(|(table, rows_estimated)| {
+                        let progress = TableProgress {
+                            rows_estimated,
+                            ..TableProgress::pending()
+                        };
+                        (table, progress)
+                    })
+                    .collect();
+                Response::Applied
+            }
             Command::CommitSnapshotProgress {
                 pipeline,
                 epoch,
@@ -182,6 +205,8 @@ impl ClusterState {
                 pk_cursor,
                 delivered_pk,
                 status,
+                rows_done,
+                rows_estimated,
             } => {
                 let (record, _) = match self.owned_record(&pipeline, epoch) {
                     Ok(owned) => owned,
@@ -191,6 +216,8 @@ impl ClusterState {
                     pk_cursor,
                     delivered_pk,
                     status,
+                    rows_done,
+                    rows_estimated,
                 };
                 if let Some(existing) = record.snapshot.get(&table) {
                     if existing.status == SnapshotTableStatus::Complete {

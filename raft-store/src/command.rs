@@ -70,6 +70,20 @@ pub enum Command {
         /// The processed position; must cover the previous checkpoint.
         position: Position,
     },
+    /// Owner write: start (or restart) the initial snapshot: the checkpoint becomes
+    /// `position` (the stream floor P0, read before the first chunk; it may be behind a
+    /// previous checkpoint when a lost position forces a re-snapshot) and the snapshot
+    /// progress becomes `tables`, each `pending`.
+    BeginSnapshot {
+        /// Pipeline name.
+        pipeline: String,
+        /// The writer's ownership epoch.
+        epoch: Epoch,
+        /// The stream floor P0.
+        position: Position,
+        /// Every table to snapshot (`schema.table`), with its estimated row count.
+        tables: Vec<(String, u64)>,
+    },
     /// Owner write: record the initial-snapshot progress of one table.
     CommitSnapshotProgress {
         /// Pipeline name.
@@ -84,6 +98,12 @@ pub enum Command {
         delivered_pk: Option<KeyBytes>,
         /// Where the table's snapshot stands.
         status: SnapshotTableStatus,
+        /// Rows published so far.
+        #[serde(default)]
+        rows_done: u64,
+        /// The server's estimate of the table's row count.
+        #[serde(default)]
+        rows_estimated: u64,
     },
     /// Owner write: report what the runner is doing.
     ReportStatus {
@@ -125,6 +145,7 @@ impl Command {
             | Command::SetDesiredState { name, .. } => name,
             Command::AssignOwner { pipeline, .. }
             | Command::CommitCheckpoint { pipeline, .. }
+            | Command::BeginSnapshot { pipeline, .. }
             | Command::CommitSnapshotProgress { pipeline, .. }
             | Command::ReportStatus { pipeline, .. }
             | Command::ResetOffsets { pipeline } => pipeline,
@@ -136,6 +157,7 @@ impl Command {
     pub fn owner_epoch(&self) -> Option<Epoch> {
         match self {
             Command::CommitCheckpoint { epoch, .. }
+            | Command::BeginSnapshot { epoch, .. }
             | Command::CommitSnapshotProgress { epoch, .. }
             | Command::ReportStatus { epoch, .. } => Some(*epoch),
             _ => None,
@@ -151,6 +173,7 @@ impl Command {
             Command::SetDesiredState { .. } => "set_desired_state",
             Command::AssignOwner { .. } => "assign_owner",
             Command::CommitCheckpoint { .. } => "commit_checkpoint",
+            Command::BeginSnapshot { .. } => "begin_snapshot",
             Command::CommitSnapshotProgress { .. } => "commit_snapshot_progress",
             Command::ReportStatus { .. } => "report_status",
             Command::ResetOffsets { .. } => "reset_offsets",
@@ -238,6 +261,9 @@ pub enum SnapshotTableStatus {
     InProgress,
     /// Every row delivered; final (only a reset of offsets starts the table again).
     Complete,
+    /// The binlog the snapshot needed was purged while it ran: the table must be snapshotted
+    /// again from a new position (automatically with `when_needed`, else after a reset).
+    NeedsResnapshot,
 }
 
 impl SnapshotTableStatus {
@@ -247,6 +273,7 @@ impl SnapshotTableStatus {
             SnapshotTableStatus::Pending => "pending",
             SnapshotTableStatus::InProgress => "in_progress",
             SnapshotTableStatus::Complete => "complete",
+            SnapshotTableStatus::NeedsResnapshot => "needs_resnapshot",
         }
     }
 }

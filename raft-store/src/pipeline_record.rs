@@ -109,6 +109,25 @@ pub struct TableProgress {
     pub delivered_pk: Option<KeyBytes>,
     /// Where the table stands.
     pub status: SnapshotTableStatus,
+    /// Rows published so far.
+    #[serde(default)]
+    pub rows_done: u64,
+    /// The server's estimate of the table's row count (information_schema).
+    #[serde(default)]
+    pub rows_estimated: u64,
+}
+
+impl TableProgress {
+    /// A table whose snapshot has not started.
+    pub fn pending() -> Self {
+        TableProgress {
+            pk_cursor: None,
+            delivered_pk: None,
+            status: SnapshotTableStatus::Pending,
+            rows_done: 0,
+            rows_estimated: 0,
+        }
+    }
 }
 
 /// A status report of a pipeline's owner.

@@ -81,8 +81,18 @@ fn command_about(names: &'static [&'static str]) -> impl Strategy<Value = Comman
                     pk_cursor,
                     delivered_pk,
                     status,
+                    rows_done: 0,
+                    rows_estimated: 0,
                 }
             }),
+        1 => (name(), epoch(), position()).prop_map(|(pipeline, epoch, position)| {
+            Command::BeginSnapshot {
+                pipeline,
+                epoch,
+                position,
+                tables: vec![("s.t1".to_owned(), 10), ("s.t2".to_owned(), 0)],
+            }
+        }),
         2 => (name(), epoch()).prop_map(|(pipeline, epoch)| Command::ReportStatus {
             pipeline,
             epoch,
@@ -166,8 +176,8 @@ proptest! {
         }
     }
 
-    /// A checkpoint changes only through the current owner's `CommitCheckpoint` (or by a
-    /// reset, delete or create of the pipeline).
+    /// A checkpoint changes only through the current owner's `CommitCheckpoint` or
+    /// `BeginSnapshot` (or by a reset, delete or create of the pipeline).
     #[test]
     fn checkpoints_change_only_through_the_owner(commands in commands()) {
         let mut state = ClusterState::new();
@@ -176,7 +186,9 @@ proptest! {
             let name = command.pipeline().unwrap_or_default().to_owned();
             let owner_epoch = before.ownership(&name).map(|owned| owned.epoch);
             let allowed = match &command {
-                Command::CommitCheckpoint { epoch, .. } => owner_epoch == Some(*epoch),
+                Command::CommitCheckpoint { epoch, .. } | Command::BeginSnapshot { epoch, .. } => {
+                    owner_epoch == Some(*epoch)
+                }
                 Command::ResetOffsets { .. }
                 | Command::DeletePipeline { .. }
                 | Command::CreatePipeline { .. } => true,

@@ -208,6 +208,8 @@ fn snapshot_progress_and_completion() {
         pk_cursor: Some(KeyBytes::new(vec![cursor])),
         delivered_pk: Some(KeyBytes::new(vec![cursor])),
         status,
+        rows_done: u64::from(cursor),
+        rows_estimated: 10,
     };
     assert_eq!(
         state.apply(progress(SnapshotTableStatus::InProgress, 1)),
@@ -232,6 +234,40 @@ fn snapshot_progress_and_completion() {
         .unwrap();
     assert_eq!(table.status, SnapshotTableStatus::Complete);
     assert_eq!(table.pk_cursor, Some(KeyBytes::new(vec![2])));
+}
+
+#[test]
+fn begin_snapshot_seeds_the_floor_and_pending_tables_fenced_by_epoch() {
+    let mut state = ClusterState::new();
+    create(&mut state, "p");
+    assign(&mut state, "p", 1, 1);
+    let p0 = Position::parse(Flavor::Mysql, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5").unwrap();
+    let begin = |epoch| Command::BeginSnapshot {
+        pipeline: "p".into(),
+        epoch,
+        position: p0.clone(),
+        tables: vec![("shop.a".into(), 7), ("shop.b".into(), 0)],
+    };
+    assert!(state.apply(begin(0)).is_fenced());
+    assert_eq!(state.apply(begin(1)), Response::Applied);
+    let record = state.pipeline("p").unwrap();
+    assert_eq!(record.checkpoint(), Some(&p0));
+    let a = record.table_progress("shop.a").unwrap();
+    assert_eq!(
+        (a.status, a.rows_estimated, a.rows_done),
+        (SnapshotTableStatus::Pending, 7, 0)
+    );
+    assert_eq!(record.snapshot_progress().len(), 2);
+    // a re-snapshot may move the floor back and replaces the table set
+    let later = Position::parse(Flavor::Mysql, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-9").unwrap();
+    let commit = Command::CommitCheckpoint {
+        pipeline: "p".into(),
+        epoch: 1,
+        position: later,
+    };
+    assert_eq!(state.apply(commit), Response::Applied);
+    assert_eq!(state.apply(begin(1)), Response::Applied);
+    assert_eq!(state.pipeline("p").unwrap().checkpoint(), Some(&p0));
 }
 
 #[test]
