@@ -17,7 +17,6 @@
 //! produces text for documents the previous path would have rendered identically.
 
 use std::cell::RefCell;
-use std::fmt::Write as _;
 
 use mysql_common::binlog::jsonb;
 use mysql_common::io::ParseBuf;
@@ -39,9 +38,24 @@ const UINT64: u8 = 0xA;
 const DOUBLE: u8 = 0xB;
 const STRING: u8 = 0xC;
 
-/// Writes the JSON text of a non-empty binary JSON document to `out`, or returns `None`
-/// (with `out` in an unspecified state) when the fallback path must decide.
-pub(crate) fn write_json_text(doc: &[u8], out: &mut String) -> Option<()> {
+/// The JSON text of a non-empty binary JSON document, or `None` when the fallback path must
+/// decide.
+///
+/// The text is built as bytes and checked to be UTF-8 once, at the end: strings and keys are
+/// copied as they are stored, and everything the writer adds itself is ASCII (escaping only
+/// replaces ASCII bytes by ASCII bytes, and every string is quoted), so the whole text is
+/// UTF-8 exactly when every string and key of the document is, which is when the previous
+/// path accepted it.
+pub(crate) fn json_text(doc: &[u8]) -> Option<String> {
+    let mut out = Vec::with_capacity(doc.len() + doc.len() / 2 + 8);
+    write_json_bytes(doc, &mut out)?;
+    String::from_utf8(out).ok()
+}
+
+/// Writes the JSON text of a non-empty binary JSON document to `out` as bytes (UTF-8 only
+/// if the document's strings are: see [`json_text`]), or returns `None` (with `out` in an
+/// unspecified state) when the fallback path must decide.
+fn write_json_bytes(doc: &[u8], out: &mut Vec<u8>) -> Option<()> {
     let (&ty, rest) = doc.split_first()?;
     let mut run = |keys: &mut Vec<(u32, u32, u32)>| {
         keys.clear();
@@ -66,7 +80,7 @@ thread_local! {
 }
 
 struct Writer<'o, 'k> {
-    out: &'o mut String,
+    out: &'o mut Vec<u8>,
     /// Scratch for sorting object members, used as a stack across nesting levels:
     /// (key offset, key length, member index).
     keys: &'k mut Vec<(u32, u32, u32)>,
@@ -96,9 +110,9 @@ impl Writer<'_, '_> {
     fn scalar(&mut self, ty: u8, buf: &[u8]) -> Option<()> {
         match ty {
             LITERAL => match buf.first()? {
-                0 => self.out.push_str("null"),
-                1 => self.out.push_str("true"),
-                2 => self.out.push_str("false"),
+                0 => self.out.extend_from_slice(b"null"),
+                1 => self.out.extend_from_slice(b"true"),
+                2 => self.out.extend_from_slice(b"false"),
                 _ => return None,
             },
             INT16 => write_int(self.out, i64::from(le(buf, 0, 2)? as u16 as i16)),
@@ -111,7 +125,7 @@ impl Writer<'_, '_> {
             STRING => {
                 let (len, used) = varlen(buf)?;
                 let bytes = buf.get(used..used.checked_add(len)?)?;
-                write_escaped(self.out, std::str::from_utf8(bytes).ok()?);
+                write_escaped(self.out, bytes);
             }
             // opaque and unknown types: the fallback decides
             _ => return None,
@@ -140,14 +154,14 @@ impl Writer<'_, '_> {
             return None;
         }
         if !object {
-            self.out.push('[');
+            self.out.push(b'[');
             for i in 0..count {
                 if i > 0 {
-                    self.out.push(',');
+                    self.out.push(b',');
                 }
                 self.element(data, values_at + i * value_entry, large, header, depth)?;
             }
-            self.out.push(']');
+            self.out.push(b']');
             return Some(());
         }
         let base = self.keys.len();
@@ -158,33 +172,33 @@ impl Writer<'_, '_> {
             if offset < header || offset.checked_add(len)? > size {
                 return None;
             }
-            std::str::from_utf8(data.get(offset..offset + len)?).ok()?;
             self.keys.push((offset as u32, len as u32, i as u32));
         }
         let key = |k: &(u32, u32, u32)| {
             let (o, l) = (k.0 as usize, k.1 as usize);
             data.get(o..o + l).unwrap_or_default()
         };
-        self.keys[base..].sort_unstable_by(|a, b| key(a).cmp(key(b)));
-        if self.keys[base..]
-            .windows(2)
-            .any(|w| key(&w[0]) == key(&w[1]))
-        {
-            return None;
+        // MySQL stores members sorted by key length first, which is often byte order too:
+        // strictly increasing keys need no sort and hold no duplicate.
+        let members = &mut self.keys[base..];
+        if !members.windows(2).all(|w| key(&w[0]) < key(&w[1])) {
+            members.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+            if members.windows(2).any(|w| key(&w[0]) == key(&w[1])) {
+                return None;
+            }
         }
-        self.out.push('{');
+        self.out.push(b'{');
         for j in 0..count {
             let k = *self.keys.get(base + j)?;
             if j > 0 {
-                self.out.push(',');
+                self.out.push(b',');
             }
-            let name = std::str::from_utf8(key(&k)).ok()?;
-            write_escaped(self.out, name);
-            self.out.push(':');
+            write_escaped(self.out, key(&k));
+            self.out.push(b':');
             let entry = values_at + k.2 as usize * value_entry;
             self.element(data, entry, large, header, depth)?;
         }
-        self.out.push('}');
+        self.out.push(b'}');
         self.keys.truncate(base);
         Some(())
     }
@@ -229,7 +243,7 @@ fn varlen(buf: &[u8]) -> Option<(usize, usize)> {
     None
 }
 
-fn write_uint(out: &mut String, mut v: u64) {
+fn write_uint(out: &mut Vec<u8>, mut v: u64) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {
@@ -240,63 +254,59 @@ fn write_uint(out: &mut String, mut v: u64) {
             break;
         }
     }
-    for &b in &buf[i..] {
-        out.push(char::from(b));
-    }
+    out.extend_from_slice(&buf[i..]);
 }
 
-fn write_int(out: &mut String, v: i64) {
+fn write_int(out: &mut Vec<u8>, v: i64) {
     if v < 0 {
-        out.push('-');
+        out.push(b'-');
     }
     write_uint(out, v.unsigned_abs());
 }
 
 /// serde_json's float text (so the output matches the previous path byte for byte); a
 /// non-finite double is `0`, as the previous path rendered it.
-fn write_double(out: &mut String, v: f64) -> Option<()> {
+fn write_double(out: &mut Vec<u8>, v: f64) -> Option<()> {
     if !v.is_finite() {
-        out.push('0');
+        out.push(b'0');
         return Some(());
     }
-    let mut buf = [0u8; 40];
-    let mut w: &mut [u8] = &mut buf;
-    serde_json::to_writer(&mut w, &v).ok()?;
-    let left = w.len();
-    let used = buf.len() - left;
-    out.push_str(std::str::from_utf8(buf.get(..used)?).ok()?);
-    Some(())
+    serde_json::to_writer(&mut *out, &v).ok()
 }
 
 /// A JSON string literal with serde_json's escaping: `"` and `\`, the short forms of
 /// backspace, form feed, newline, carriage return and tab, `\u00xx` (lower-case) for the
-/// other control characters; everything else as is.
-fn write_escaped(out: &mut String, s: &str) {
-    out.push('"');
-    let bytes = s.as_bytes();
+/// other control characters; every other byte as is (all of these are ASCII, so escaping a
+/// UTF-8 string byte by byte is escaping it character by character).
+fn write_escaped(out: &mut Vec<u8>, s: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(s.len() + 2);
+    out.push(b'"');
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: &str = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0..=0x1f => "",
+    for (i, &b) in s.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f => b"",
             _ => continue,
         };
-        out.push_str(s.get(start..i).unwrap_or_default());
+        out.extend_from_slice(s.get(start..i).unwrap_or_default());
         if esc.is_empty() {
-            let _ = write!(out, "\\u{:04x}", b);
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[usize::from(b >> 4)]);
+            out.push(HEX[usize::from(b & 0xf)]);
         } else {
-            out.push_str(esc);
+            out.extend_from_slice(esc);
         }
         start = i + 1;
     }
-    out.push_str(s.get(start..).unwrap_or_default());
-    out.push('"');
+    out.extend_from_slice(s.get(start..).unwrap_or_default());
+    out.push(b'"');
 }
 
 /// The previous path, kept as the fallback: mysql_common's binary JSON parser and DOM, then

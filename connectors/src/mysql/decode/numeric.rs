@@ -51,18 +51,35 @@ pub(crate) fn decimal_size(precision: usize, scale: usize) -> usize {
     (intg / 9) * 4 + DIG2BYTES[intg % 9] + (scale / 9) * 4 + DIG2BYTES[scale % 9]
 }
 
-/// Pushes `v` (below 10^9) as decimal digits, zero-padded to `width` digits.
-fn push_digits(text: &mut String, mut v: u64, width: usize) {
-    let mut buf = [b'0'; 9];
-    let mut i = buf.len();
-    while v > 0 && i > 0 {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
+/// The text of one DECIMAL, built on the stack: at most 65 digits, a sign, a point and a
+/// leading zero fit.
+struct DecimalText {
+    buf: [u8; 72],
+    len: usize,
+}
+
+impl DecimalText {
+    fn push(&mut self, b: u8) {
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
     }
-    let from = (buf.len() - width.min(buf.len())).min(i);
-    for &b in &buf[from..] {
-        text.push(char::from(b));
+
+    /// Pushes `v` (below 10^9) as decimal digits, zero-padded to `width` digits.
+    fn push_digits(&mut self, mut v: u64, width: usize) {
+        let mut digits = [b'0'; 9];
+        let mut i = digits.len();
+        while v > 0 && i > 0 {
+            i -= 1;
+            digits[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+        let from = (digits.len() - width.min(digits.len())).min(i);
+        let end = (self.len + digits.len() - from).min(self.buf.len());
+        let n = end - self.len;
+        self.buf[self.len..end].copy_from_slice(&digits[from..from + n]);
+        self.len = end;
     }
 }
 
@@ -81,11 +98,14 @@ pub(crate) fn decimal(cur: &mut Cursor<'_>, precision: u8, scale: u8) -> Result<
     // a negative value has every byte inverted; the sign bit is inverted either way
     let mask = if negative { 0xff } else { 0 };
     let intg = p - s;
-    let mut text = String::with_capacity(p + 3);
+    let mut text = DecimalText {
+        buf: [0; 72],
+        len: 0,
+    };
     if negative {
-        text.push('-');
+        text.push(b'-');
     }
-    let sign_len = text.len();
+    let sign_len = text.len;
     let mut nonzero = false;
     let mut pos = 0usize;
     let mut group = |digits_in_group: usize| -> Result<u64, Halt> {
@@ -97,10 +117,13 @@ pub(crate) fn decimal(cur: &mut Cursor<'_>, precision: u8, scale: u8) -> Result<
         let bytes = raw
             .get(pos..pos + n)
             .ok_or_else(|| cur.fail("decimal truncated"))?;
-        let v = bytes.iter().enumerate().fold(0u64, |acc, (i, &b)| {
-            let b = b ^ mask ^ if pos + i == 0 { 0x80 } else { 0 };
-            (acc << 8) | u64::from(b)
-        });
+        let mut v = bytes
+            .iter()
+            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b ^ mask));
+        if pos == 0 && n > 0 {
+            // the sign bit is the top bit of the first byte
+            v ^= 0x80 << (8 * (n - 1));
+        }
         if v >= POW10[digits_in_group] {
             return Err(cur.fail("decimal digit group out of range"));
         }
@@ -108,12 +131,12 @@ pub(crate) fn decimal(cur: &mut Cursor<'_>, precision: u8, scale: u8) -> Result<
         nonzero |= v != 0;
         Ok(v)
     };
-    let int_digits = |text: &mut String, v: u64, width: usize| {
-        if text.len() > sign_len {
-            push_digits(text, v, width);
+    let int_digits = |text: &mut DecimalText, v: u64, width: usize| {
+        if text.len > sign_len {
+            text.push_digits(v, width);
         } else if v != 0 {
             // the first significant group: no leading zeros
-            push_digits(text, v, 0);
+            text.push_digits(v, 0);
         }
     };
     if intg % 9 > 0 {
@@ -124,24 +147,25 @@ pub(crate) fn decimal(cur: &mut Cursor<'_>, precision: u8, scale: u8) -> Result<
         let v = group(9)?;
         int_digits(&mut text, v, 9);
     }
-    if text.len() == sign_len {
-        text.push('0');
+    if text.len == sign_len {
+        text.push(b'0');
     }
     if s > 0 {
-        text.push('.');
+        text.push(b'.');
         for _ in 0..s / 9 {
             let v = group(9)?;
-            push_digits(&mut text, v, 9);
+            text.push_digits(v, 9);
         }
         if s % 9 > 0 {
             let v = group(s % 9)?;
-            push_digits(&mut text, v, s % 9);
+            text.push_digits(v, s % 9);
         }
     }
-    if negative && !nonzero {
-        text.remove(0);
-    }
-    Ok(Value::Decimal(text))
+    // a negative zero prints without its sign
+    let from = usize::from(negative && !nonzero);
+    let digits = text.buf.get(from..text.len).unwrap_or_default();
+    let text = std::str::from_utf8(digits).map_err(|_| cur.fail("decimal text"))?;
+    Ok(Value::Decimal(text.to_string()))
 }
 
 #[cfg(test)]

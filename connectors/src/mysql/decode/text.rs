@@ -110,9 +110,8 @@ pub(crate) fn json(cur: &mut Cursor<'_>, col: &ColumnSchema) -> Result<Value, Ha
     if bytes.is_empty() {
         return Ok(Value::Json("null".into()));
     }
-    let mut out = String::with_capacity(bytes.len() + bytes.len() / 2 + 8);
-    if super::json::write_json_text(bytes, &mut out).is_some() {
-        return Ok(Value::Json(out));
+    if let Some(text) = super::json::json_text(bytes) {
+        return Ok(Value::Json(text));
     }
     super::json::via_dom(bytes)
         .map(Value::Json)

@@ -5,11 +5,10 @@
 use proptest::prelude::*;
 use serde_json::Value as J;
 
-use super::{via_dom, write_json_text};
+use super::{json_text, via_dom};
 
 fn fast(doc: &[u8]) -> Option<String> {
-    let mut s = String::new();
-    write_json_text(doc, &mut s).map(|()| s)
+    json_text(doc)
 }
 
 fn push_off(out: &mut Vec<u8>, v: usize, large: bool) {
