@@ -26,6 +26,7 @@ mod preconditions;
 #[cfg(test)]
 mod proptests;
 mod replica_conn;
+pub mod snapshot;
 mod source_config;
 mod source_error;
 mod statement;

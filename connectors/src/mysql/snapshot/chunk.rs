@@ -1,0 +1,65 @@
+//! [`Chunk`]: one page of a table read as of an exact position, and [`PositionCapture`]: how
+//! that position is captured.
+
+use std::time::Duration;
+
+use capstan_core::change::Row;
+use capstan_core::position::{Flavor, Position};
+
+/// One page of a table, in key order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chunk {
+    /// G: every change of the table committed before G is in the rows (a lower bound — the
+    /// read view may also hold changes of the table committed after G; they are duplicates a
+    /// later streamed change repeats, never a loss).
+    pub position: Position,
+    /// At most `chunk_size` rows after the cursor, in key order.
+    pub rows: Vec<Row>,
+    /// True if no row of the table follows the last one returned (also for an empty chunk).
+    pub last: bool,
+    /// With [`PositionCapture::LockTables`]: how long the table lock was held, from
+    /// `LOCK TABLES` returning to `START TRANSACTION` returning. `None` lock-free.
+    pub lock_held: Option<Duration>,
+}
+
+/// How a chunk's exact position G is paired with its read view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PositionCapture {
+    /// `LOCK TABLES t READ` → executed position (MySQL `@@global.gtid_executed`, MariaDB
+    /// `@@global.gtid_binlog_pos`) → `START TRANSACTION WITH CONSISTENT SNAPSHOT` (which
+    /// releases the lock) → `UNLOCK TABLES`. Needs the `LOCK TABLES` privilege.
+    LockTables,
+    /// MariaDB only, lock-free: `START TRANSACTION WITH CONSISTENT SNAPSHOT` →
+    /// `binlog_snapshot_file`/`binlog_snapshot_position` (the binlog point of the read view)
+    /// → `BINLOG_GTID_POS(file, pos)`.
+    BinlogSnapshot,
+}
+
+impl PositionCapture {
+    /// The default per flavour: MySQL locks (it has no lock-free pairing), MariaDB reads its
+    /// binlog snapshot point.
+    pub fn default_for(flavor: Flavor) -> Self {
+        match flavor {
+            Flavor::Mysql => PositionCapture::LockTables,
+            Flavor::Mariadb => PositionCapture::BinlogSnapshot,
+        }
+    }
+}
+
+/// Reader settings beyond the source configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReaderOptions {
+    /// `SET SESSION lock_wait_timeout`, in seconds: how long `LOCK TABLES` may wait.
+    pub lock_wait_timeout_s: u32,
+    /// The position capture; `None` for [`PositionCapture::default_for`] the flavour.
+    pub capture: Option<PositionCapture>,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions {
+            lock_wait_timeout_s: 10,
+            capture: None,
+        }
+    }
+}

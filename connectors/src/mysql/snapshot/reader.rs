@@ -1,0 +1,680 @@
+//! [`SnapshotReader`]: the I/O half of the initial snapshot, on one persistent mysql_async
+//! connection (binary protocol, so values come back typed).
+//!
+//! Session: REPEATABLE READ (a consistent snapshot needs it), `time_zone = '+00:00'`
+//! (TIMESTAMPs read as UTC), `character_set_results = NULL` (character data arrives as
+//! stored), and a bounded `lock_wait_timeout`.
+//!
+//! A chunk's position G is captured per [`PositionCapture`]; see the module documentation of
+//! `snapshot` for why G is a lower bound of the chunk's read view.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use capstan_core::change::{Row, TableId};
+use capstan_core::position::{Flavor, Position};
+use mysql_async::prelude::*;
+use mysql_async::{Conn, OptsBuilder, Params, SslOpts};
+
+use super::chunk::{Chunk, PositionCapture, ReaderOptions};
+use super::error::{server_code, SnapshotError};
+use super::key::{KeyColumn, KeyKind, KeyPart};
+use super::row_value::{convert, wire_type_fits};
+use super::sql::{canary_select, chunk_params, chunk_select, quote_table, weights_select};
+use super::table::{describe_from, ColumnRow, IndexRow, SnapshotTable, TableLayout};
+use super::{executed_position_sql, server_identity_sql};
+use crate::mysql::connect::detect_flavor;
+use crate::mysql::source_config::{FlavorChoice, TlsChoice, ValidSourceConfig};
+use crate::mysql::table_filter::TableFilter;
+
+/// Values per `WEIGHT_STRING` statement.
+const WEIGHT_BATCH: usize = 500;
+
+/// The order-contract canary: case, prefixes, digits, trailing and leading spaces,
+/// punctuation.
+const CANARY: &[&str] = &[
+    "", "a", "A", "b", "B", "ab", "Ab", "AB", "abc", "abd", "abc ", "a b", "a ", "a  ", " a", "0",
+    "1", "9", "10", "09", "a1", "a10", "a2", "_", "-", ".", "!", "~", "a-b", "a_b", "a.b", "z",
+    "Z", "zz", "aa", "aA", "Aa", "AA", "@", "[", "`", "{",
+];
+
+/// The snapshot reader. See the module documentation.
+#[derive(Debug)]
+pub struct SnapshotReader {
+    conn: Conn,
+    flavor: Flavor,
+    capture: PositionCapture,
+    layouts: HashMap<TableId, Arc<TableLayout>>,
+}
+
+fn ssl_opts(tls: &TlsChoice) -> Option<SslOpts> {
+    match tls {
+        TlsChoice::Disabled => None,
+        TlsChoice::VerifyNone => Some(SslOpts::default().with_danger_accept_invalid_certs(true)),
+        TlsChoice::VerifyCa(path) => Some(
+            SslOpts::default()
+                .with_root_certs(vec![path.clone().into()])
+                .with_disable_built_in_roots(true)
+                .with_danger_skip_domain_validation(true),
+        ),
+    }
+}
+
+fn connect_err(e: &mysql_async::Error) -> SnapshotError {
+    SnapshotError::ConnectFailed {
+        code: server_code(e),
+    }
+}
+
+/// Text of an `information_schema` value.
+fn opt_str(v: Option<&mysql_async::Value>) -> Option<String> {
+    match v? {
+        mysql_async::Value::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        mysql_async::Value::Int(i) => Some(i.to_string()),
+        mysql_async::Value::UInt(u) => Some(u.to_string()),
+        _ => None,
+    }
+}
+
+fn opt_u64(v: Option<&mysql_async::Value>) -> Option<u64> {
+    match v? {
+        mysql_async::Value::Int(i) => u64::try_from(*i).ok(),
+        mysql_async::Value::UInt(u) => Some(*u),
+        mysql_async::Value::Bytes(b) => std::str::from_utf8(b).ok()?.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn parse_position(flavor: Flavor, text: &str) -> Option<Position> {
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    Position::parse(flavor, &compact).ok()
+}
+
+impl SnapshotReader {
+    /// Connects with the stream's TLS choice and the default [`ReaderOptions`].
+    pub async fn open(config: &ValidSourceConfig) -> Result<Self, SnapshotError> {
+        Self::open_with(config, ReaderOptions::default()).await
+    }
+
+    /// Connects with the stream's TLS choice (`verify_ca`: chain against `ca_file`, no host
+    /// name check; `verify_none`; `disabled`), detects the flavour and sets the session up.
+    pub async fn open_with(
+        config: &ValidSourceConfig,
+        options: ReaderOptions,
+    ) -> Result<Self, SnapshotError> {
+        let opts = OptsBuilder::default()
+            .ip_or_hostname(config.host.clone())
+            .tcp_port(config.port)
+            .user(Some(config.user.clone()))
+            .pass(Some(config.password.expose().to_string()))
+            .ssl_opts(ssl_opts(&config.tls))
+            .prefer_socket(false)
+            .stmt_cache_size(64);
+        let mut conn = tokio::time::timeout(config.stream_timeout, Conn::new(opts))
+            .await
+            .map_err(|_| SnapshotError::ConnectFailed { code: 0 })?
+            .map_err(|e| connect_err(&e))?;
+        let version: String = conn
+            .query_first("SELECT VERSION()")
+            .await
+            .map_err(|e| connect_err(&e))?
+            .ok_or(SnapshotError::ConnectFailed { code: 0 })?;
+        let flavor = detect_flavor(&version);
+        let configured = match config.flavor {
+            FlavorChoice::Detect => flavor,
+            FlavorChoice::Mysql => Flavor::Mysql,
+            FlavorChoice::Mariadb => Flavor::Mariadb,
+        };
+        if configured != flavor {
+            return Err(SnapshotError::ConnectFailed { code: 0 });
+        }
+        let capture = options
+            .capture
+            .unwrap_or(PositionCapture::default_for(flavor));
+        if capture == PositionCapture::BinlogSnapshot && flavor == Flavor::Mysql {
+            return Err(SnapshotError::CaptureUnsupported {
+                flavor: flavor.as_str(),
+            });
+        }
+        let setup = [
+            "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ".to_string(),
+            "SET SESSION time_zone = '+00:00'".to_string(),
+            "SET SESSION character_set_results = NULL".to_string(),
+            format!(
+                "SET SESSION lock_wait_timeout = {}",
+                options.lock_wait_timeout_s.max(1)
+            ),
+        ];
+        for sql in setup {
+            conn.query_drop(sql).await.map_err(|e| connect_err(&e))?;
+        }
+        Ok(SnapshotReader {
+            conn,
+            flavor,
+            capture,
+            layouts: HashMap::new(),
+        })
+    }
+
+    /// The server flavour.
+    pub fn flavor(&self) -> Flavor {
+        self.flavor
+    }
+
+    /// The position capture in use.
+    pub fn capture(&self) -> PositionCapture {
+        self.capture
+    }
+
+    /// The server's identity: MySQL `@@server_uuid`; MariaDB (which has no server uuid)
+    /// `server_id=<@@server_id>,host=<@@hostname>,port=<@@port>`. The binlog source reads
+    /// the same at every connect.
+    pub async fn server_identity(&mut self) -> Result<String, SnapshotError> {
+        self.conn
+            .query_first::<String, _>(server_identity_sql(self.flavor))
+            .await
+            .map_err(|e| SnapshotError::QueryFailed {
+                site: "server identity",
+                code: server_code(&e),
+            })?
+            .filter(|s| !s.is_empty())
+            .ok_or(SnapshotError::QueryFailed {
+                site: "server identity",
+                code: 0,
+            })
+    }
+
+    /// P0: MySQL `@@global.gtid_executed`, MariaDB `@@global.gtid_binlog_pos`.
+    pub async fn executed_position(&mut self) -> Result<Position, SnapshotError> {
+        let text: String = self
+            .conn
+            .query_first(executed_position_sql(self.flavor))
+            .await
+            .map_err(|e| SnapshotError::PositionReadFailed {
+                code: server_code(&e),
+            })?
+            .unwrap_or_default();
+        parse_position(self.flavor, &text).ok_or(SnapshotError::PositionReadFailed { code: 0 })
+    }
+
+    /// Every base table outside the system schemas the filter admits, sorted.
+    pub async fn resolve_all_tables(
+        &mut self,
+        filter: &TableFilter,
+    ) -> Result<Vec<TableId>, SnapshotError> {
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = self
+            .conn
+            .exec(
+                "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES \
+                 WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN \
+                 ('mysql', 'information_schema', 'performance_schema', 'sys')",
+                (),
+            )
+            .await
+            .map_err(|e| SnapshotError::QueryFailed {
+                site: "list tables",
+                code: server_code(&e),
+            })?;
+        let mut tables: Vec<TableId> = rows
+            .into_iter()
+            .map(|(s, t)| {
+                TableId::new(
+                    String::from_utf8_lossy(&s).into_owned(),
+                    String::from_utf8_lossy(&t).into_owned(),
+                )
+            })
+            .filter(|t| filter.admits(t))
+            .collect();
+        tables.sort();
+        tables.dedup();
+        if tables.is_empty() {
+            return Err(SnapshotError::NoBaseTables);
+        }
+        Ok(tables)
+    }
+
+    /// The table's columns, key, row estimate and fingerprint.
+    pub async fn describe(&mut self, table: &TableId) -> Result<SnapshotTable, SnapshotError> {
+        let layout = self.describe_layout(table).await?;
+        let out = layout.table.clone();
+        self.layouts.insert(table.clone(), Arc::new(layout));
+        Ok(out)
+    }
+
+    async fn describe_layout(&mut self, table: &TableId) -> Result<TableLayout, SnapshotError> {
+        let q = |site: &'static str| {
+            move |e: mysql_async::Error| SnapshotError::QueryFailed {
+                site,
+                code: server_code(&e),
+            }
+        };
+        let ids = (table.schema.as_str(), table.table.as_str());
+        let info: Option<mysql_async::Row> = self
+            .conn
+            .exec_first(
+                "SELECT TABLE_TYPE, TABLE_ROWS FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+                ids,
+            )
+            .await
+            .map_err(q("describe table"))?;
+        let Some(info) = info else {
+            return Err(SnapshotError::TableNotFound {
+                table: table.clone(),
+            });
+        };
+        let info = info.unwrap_raw();
+        let kind = opt_str(info.first().and_then(Option::as_ref));
+        if kind.as_deref() != Some("BASE TABLE") {
+            return Err(SnapshotError::TableNotFound {
+                table: table.clone(),
+            });
+        }
+        let estimated_rows = opt_u64(info.get(1).and_then(Option::as_ref)).unwrap_or(0);
+        let rows: Vec<mysql_async::Row> = self
+            .conn
+            .exec(
+                "SELECT c.COLUMN_NAME, c.DATA_TYPE, c.COLUMN_TYPE, c.IS_NULLABLE, \
+                 c.CHARACTER_SET_NAME, c.COLLATION_NAME, co.ID, c.NUMERIC_PRECISION, \
+                 c.DATETIME_PRECISION, c.CHARACTER_OCTET_LENGTH \
+                 FROM information_schema.COLUMNS c LEFT JOIN information_schema.COLLATIONS co \
+                 ON co.COLLATION_NAME = c.COLLATION_NAME \
+                 WHERE c.TABLE_SCHEMA = ? AND c.TABLE_NAME = ? ORDER BY c.ORDINAL_POSITION",
+                ids,
+            )
+            .await
+            .map_err(q("describe columns"))?;
+        let columns: Vec<ColumnRow> = rows
+            .into_iter()
+            .map(|r| {
+                let v = r.unwrap_raw();
+                let at = |i: usize| v.get(i).and_then(Option::as_ref);
+                ColumnRow {
+                    name: opt_str(at(0)).unwrap_or_default(),
+                    data_type: opt_str(at(1)).unwrap_or_default(),
+                    column_type: opt_str(at(2)).unwrap_or_default(),
+                    nullable: opt_str(at(3)).as_deref() != Some("NO"),
+                    charset: opt_str(at(4)),
+                    collation: opt_str(at(5)),
+                    collation_id: opt_u64(at(6)).and_then(|id| u16::try_from(id).ok()),
+                    numeric_precision: opt_u64(at(7)),
+                    datetime_precision: opt_u64(at(8)),
+                    octet_length: opt_u64(at(9)),
+                }
+            })
+            .collect();
+        let rows: Vec<mysql_async::Row> = self
+            .conn
+            .exec(
+                "SELECT INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, SUB_PART \
+                 FROM information_schema.STATISTICS \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0",
+                ids,
+            )
+            .await
+            .map_err(q("describe keys"))?;
+        let indexes: Vec<IndexRow> = rows
+            .into_iter()
+            .map(|r| {
+                let v = r.unwrap_raw();
+                let at = |i: usize| v.get(i).and_then(Option::as_ref);
+                IndexRow {
+                    index: opt_str(at(0)).unwrap_or_default(),
+                    seq: opt_u64(at(1)).unwrap_or(0),
+                    column: opt_str(at(2)),
+                    sub_part: opt_u64(at(3)),
+                }
+            })
+            .collect();
+        describe_from(table, columns, &indexes, estimated_rows)
+    }
+
+    /// The layout `read_chunk` converts with: the one `describe` saw for this table, or a
+    /// fresh one; a fingerprint other than `table`'s is schema drift.
+    async fn layout(&mut self, table: &SnapshotTable) -> Result<Arc<TableLayout>, SnapshotError> {
+        if let Some(l) = self.layouts.get(&table.id) {
+            if l.table.fingerprint == table.fingerprint && l.table.key == table.key {
+                return Ok(Arc::clone(l));
+            }
+        }
+        let fresh = Arc::new(self.describe_layout(&table.id).await?);
+        self.layouts.insert(table.id.clone(), Arc::clone(&fresh));
+        if fresh.table.fingerprint != table.fingerprint || fresh.table.key != table.key {
+            return Err(SnapshotError::SchemaDrifted {
+                table: table.id.clone(),
+                reason: "fingerprint",
+            });
+        }
+        Ok(fresh)
+    }
+
+    /// Up to `chunk_size` rows with key > `after` (from the start when `None`), in key order,
+    /// read as of an exact position G; `last` when no row follows.
+    pub async fn read_chunk(
+        &mut self,
+        table: &SnapshotTable,
+        after: Option<&[KeyPart]>,
+        chunk_size: u32,
+    ) -> Result<Chunk, SnapshotError> {
+        let layout = self.layout(table).await?;
+        let mut params = match after {
+            None => Vec::new(),
+            Some(after) => {
+                chunk_params(&layout, after).ok_or_else(|| SnapshotError::CursorShapeMismatch {
+                    table: table.id.clone(),
+                })?
+            }
+        };
+        let limit = u64::from(chunk_size.max(1)) + 1;
+        params.push(mysql_async::Value::UInt(limit));
+        let sql = chunk_select(&layout, after.is_some());
+        let (position, lock_held) = self.capture_position(&table.id).await?;
+        let read = self.select_rows(&layout, &sql, params).await;
+        let rows = match read {
+            Ok(rows) => rows,
+            Err(e) => {
+                let _ = self.conn.query_drop("ROLLBACK").await;
+                return Err(e);
+            }
+        };
+        self.conn
+            .query_drop("COMMIT")
+            .await
+            .map_err(|e| chunk_err(&table.id, "commit", &e))?;
+        let mut rows = rows;
+        let last = rows.len() < usize::try_from(limit).unwrap_or(usize::MAX);
+        rows.truncate(usize::try_from(chunk_size.max(1)).unwrap_or(usize::MAX));
+        Ok(Chunk {
+            position,
+            rows,
+            last,
+            lock_held,
+        })
+    }
+
+    /// Opens the chunk's transaction and returns G (and the lock hold time).
+    async fn capture_position(
+        &mut self,
+        table: &TableId,
+    ) -> Result<(Position, Option<Duration>), SnapshotError> {
+        let start = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY";
+        match self.capture {
+            PositionCapture::LockTables => {
+                self.conn
+                    .query_drop(format!("LOCK TABLES {} READ", quote_table(table)))
+                    .await
+                    .map_err(|e| SnapshotError::LockUnavailable {
+                        table: table.clone(),
+                        code: server_code(&e),
+                    })?;
+                let locked = Instant::now();
+                let g = self
+                    .conn
+                    .query_first::<String, _>(executed_position_sql(self.flavor))
+                    .await;
+                let g = match g {
+                    Ok(Some(text)) => parse_position(self.flavor, &text),
+                    Ok(None) => None,
+                    Err(e) => {
+                        let _ = self.conn.query_drop("UNLOCK TABLES").await;
+                        return Err(chunk_err(table, "position", &e));
+                    }
+                };
+                let Some(g) = g else {
+                    let _ = self.conn.query_drop("UNLOCK TABLES").await;
+                    return Err(SnapshotError::ChunkReadFailed {
+                        table: table.clone(),
+                        site: "position",
+                        code: 0,
+                    });
+                };
+                // starting the transaction releases the table lock (after the lock is gone
+                // the view is taken: it holds every change of the table up to G, maybe more)
+                let started = self.conn.query_drop(start).await;
+                let held = locked.elapsed();
+                if let Err(e) = started {
+                    let _ = self.conn.query_drop("UNLOCK TABLES").await;
+                    return Err(chunk_err(table, "start transaction", &e));
+                }
+                self.conn
+                    .query_drop("UNLOCK TABLES")
+                    .await
+                    .map_err(|e| chunk_err(table, "unlock", &e))?;
+                Ok((g, Some(held)))
+            }
+            PositionCapture::BinlogSnapshot => {
+                self.conn
+                    .query_drop(start)
+                    .await
+                    .map_err(|e| chunk_err(table, "start transaction", &e))?;
+                match self.binlog_snapshot_position(table).await {
+                    Ok(g) => Ok((g, None)),
+                    Err(e) => {
+                        let _ = self.conn.query_drop("ROLLBACK").await;
+                        Err(e)
+                    }
+                }
+            }
+        }
+    }
+
+    async fn binlog_snapshot_position(
+        &mut self,
+        table: &TableId,
+    ) -> Result<Position, SnapshotError> {
+        let status: Vec<(String, String)> = self
+            .conn
+            .query("SHOW STATUS LIKE 'binlog_snapshot_%'")
+            .await
+            .map_err(|e| chunk_err(table, "binlog snapshot", &e))?;
+        let get = |name: &str| {
+            status
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.clone())
+        };
+        let unreadable = || SnapshotError::ChunkReadFailed {
+            table: table.clone(),
+            site: "binlog snapshot",
+            code: 0,
+        };
+        let file = get("binlog_snapshot_file")
+            .filter(|f| !f.is_empty())
+            .ok_or_else(unreadable)?;
+        let pos: u64 = get("binlog_snapshot_position")
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(unreadable)?;
+        let text: Option<Option<String>> = self
+            .conn
+            .exec_first("SELECT BINLOG_GTID_POS(?, ?)", (file, pos))
+            .await
+            .map_err(|e| chunk_err(table, "binlog gtid pos", &e))?;
+        text.flatten()
+            .and_then(|t| parse_position(self.flavor, &t))
+            .ok_or_else(unreadable)
+    }
+
+    async fn select_rows(
+        &mut self,
+        layout: &TableLayout,
+        sql: &str,
+        params: Vec<mysql_async::Value>,
+    ) -> Result<Vec<Row>, SnapshotError> {
+        let id = &layout.table.id;
+        let mut result = self
+            .conn
+            .exec_iter(sql, Params::Positional(params))
+            .await
+            .map_err(|e| chunk_err(id, "select", &e))?;
+        let columns = result.columns().unwrap_or_else(|| Arc::from(Vec::new()));
+        let drift = |reason| SnapshotError::SchemaDrifted {
+            table: id.clone(),
+            reason,
+        };
+        if columns.len() != layout.columns.len() {
+            return Err(drift("column count"));
+        }
+        for (wire, info) in columns.iter().zip(&layout.columns) {
+            if wire.name_ref() != info.name.as_bytes() {
+                return Err(drift("column name"));
+            }
+            if !wire_type_fits(info.kind, wire) {
+                return Err(drift("column type"));
+            }
+        }
+        let raw: Vec<mysql_async::Row> = result
+            .collect()
+            .await
+            .map_err(|e| chunk_err(id, "select", &e))?;
+        raw.into_iter()
+            .map(|r| {
+                let values = r
+                    .unwrap_raw()
+                    .into_iter()
+                    .zip(&layout.columns)
+                    .map(|(v, info)| {
+                        convert(info.kind, v.unwrap_or(mysql_async::Value::NULL)).map_err(
+                            |reason| SnapshotError::ValueDecodeFailed {
+                                table: id.clone(),
+                                column: info.name.clone(),
+                                reason,
+                            },
+                        )
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Row::new(Arc::clone(&layout.table.columns), values).map_err(|_| {
+                    SnapshotError::SchemaDrifted {
+                        table: id.clone(),
+                        reason: "row width",
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// `WEIGHT_STRING` of each raw value under the column's character set and collation, in
+    /// order; one round trip per [`WEIGHT_BATCH`] values.
+    pub async fn weights(
+        &mut self,
+        column: &KeyColumn,
+        values: &[&[u8]],
+    ) -> Result<Vec<Vec<u8>>, SnapshotError> {
+        if !matches!(column.kind, KeyKind::Text { .. }) {
+            return Err(SnapshotError::KeyValueInvalid {
+                column: column.name.clone(),
+                expected: "text",
+                got: column.kind.name(),
+            });
+        }
+        let mut out = Vec::with_capacity(values.len());
+        for batch in values.chunks(WEIGHT_BATCH) {
+            let sql = weights_select(&column.kind, batch.len());
+            let params: Vec<mysql_async::Value> = batch
+                .iter()
+                .map(|v| mysql_async::Value::Bytes(v.to_vec()))
+                .collect();
+            let row: Option<mysql_async::Row> = self
+                .conn
+                .exec_first(sql, Params::Positional(params))
+                .await
+                .map_err(|e| SnapshotError::WeightFailed {
+                    code: server_code(&e),
+                })?;
+            let row = row.ok_or(SnapshotError::WeightFailed { code: 0 })?;
+            for v in row.unwrap_raw() {
+                match v {
+                    Some(mysql_async::Value::Bytes(w)) => out.push(w),
+                    _ => return Err(SnapshotError::WeightFailed { code: 0 }),
+                }
+            }
+        }
+        if out.len() != values.len() {
+            return Err(SnapshotError::WeightFailed { code: 0 });
+        }
+        Ok(out)
+    }
+
+    /// The order-contract canary: a fixed ASCII vector ranked by `ORDER BY` under the
+    /// column's collation must order (and tie) exactly as its `WEIGHT_STRING` bytes do.
+    pub async fn check_collation_order(&mut self, column: &KeyColumn) -> Result<(), SnapshotError> {
+        let KeyKind::Text { collation, .. } = &column.kind else {
+            return Ok(());
+        };
+        let violated = || SnapshotError::CollationContractViolated {
+            collation: collation.clone(),
+        };
+        let sql = canary_select(&column.kind, CANARY.len());
+        let params: Vec<mysql_async::Value> = CANARY
+            .iter()
+            .map(|s| mysql_async::Value::Bytes(s.as_bytes().to_vec()))
+            .collect();
+        let rows: Vec<(u64, u64, Vec<u8>)> = self
+            .conn
+            .exec(sql, Params::Positional(params))
+            .await
+            .map_err(|e| SnapshotError::WeightFailed {
+                code: server_code(&e),
+            })?;
+        if rows.len() != CANARY.len() {
+            return Err(violated());
+        }
+        if !rank_matches_weights(&rows) {
+            return Err(violated());
+        }
+        Ok(())
+    }
+}
+
+/// True if, for every pair, `ORDER BY` rank and weight bytes order (and tie) alike.
+fn rank_matches_weights(rows: &[(u64, u64, Vec<u8>)]) -> bool {
+    let mut sorted: Vec<&(u64, u64, Vec<u8>)> = rows.iter().collect();
+    sorted.sort_by_key(|r| r.1);
+    sorted
+        .windows(2)
+        .all(|w| w[0].1.cmp(&w[1].1) == w[0].2.cmp(&w[1].2))
+}
+
+fn chunk_err(table: &TableId, site: &'static str, e: &mysql_async::Error) -> SnapshotError {
+    SnapshotError::ChunkReadFailed {
+        table: table.clone(),
+        site,
+        code: server_code(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canary_check_compares_rank_and_weight_order() {
+        let ok = [
+            (0, 1, vec![1]),
+            (1, 2, vec![2]),
+            (2, 2, vec![2]),
+            (3, 3, vec![2, 0]),
+        ];
+        assert!(rank_matches_weights(&ok));
+        let tie_differs = [(0, 1, vec![1]), (1, 1, vec![2])];
+        assert!(!rank_matches_weights(&tie_differs));
+        let order_differs = [(0, 1, vec![2]), (1, 2, vec![1])];
+        assert!(!rank_matches_weights(&order_differs));
+        let split_tie = [(0, 1, vec![1]), (1, 2, vec![1])];
+        assert!(!rank_matches_weights(&split_tie));
+    }
+
+    #[test]
+    fn positions_parse_without_whitespace() {
+        let p = parse_position(
+            Flavor::Mysql,
+            "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5,\n4e11fa47-71ca-11e1-9e33-c80aa9429562:1",
+        );
+        assert!(p.is_some());
+        assert!(parse_position(Flavor::Mariadb, "0-1-5").is_some());
+        assert_eq!(
+            parse_position(Flavor::Mysql, ""),
+            Some(Position::empty(Flavor::Mysql))
+        );
+    }
+}

@@ -1,0 +1,272 @@
+//! Binary-protocol values of a chunk row → the [`Value`]s the binlog decoder produces for the
+//! same row. Pure.
+//!
+//! The session reads character data untranscoded (`character_set_results = NULL`) and
+//! TIMESTAMPs in UTC (`time_zone = '+00:00'`), so: integers by the column's signedness,
+//! DECIMAL as the server's exact text (scale digits included), FLOAT/DOUBLE as is, character
+//! columns as their stored bytes with the column's collation id, `BINARY(n)` with its trailing
+//! `0x00` padding stripped (the binlog carries it stripped), temporals with the column's
+//! fractional precision (TIMESTAMP as seconds since the epoch, zero dates kept), BIT as its
+//! big-endian bytes and width, ENUM/SET as member text, JSON as the server's JSON text,
+//! spatial values split into SRID and WKB, VECTOR as little-endian f32s.
+
+use capstan_core::change::{Date, DateTime, Time, Value};
+use mysql_async::consts::{ColumnFlags, ColumnType};
+use mysql_async::Column;
+use mysql_async::Value as Wire;
+
+use super::key::strip_trailing_zeros;
+use super::table::ColKind;
+
+/// Converts one value; `Err(reason)` (value-free) when the wire value does not fit the column.
+pub(crate) fn convert(kind: ColKind, wire: Wire) -> Result<Value, &'static str> {
+    if let Wire::NULL = wire {
+        return Ok(Value::Null);
+    }
+    Ok(match (kind, wire) {
+        (ColKind::Int { unsigned: false }, Wire::Int(v)) => Value::Int(v),
+        (ColKind::Int { unsigned: false }, Wire::UInt(v)) => {
+            Value::Int(i64::try_from(v).map_err(|_| "signed integer out of range")?)
+        }
+        (ColKind::Int { unsigned: true }, Wire::UInt(v)) => Value::UInt(v),
+        (ColKind::Int { unsigned: true }, Wire::Int(v)) => {
+            Value::UInt(u64::try_from(v).map_err(|_| "unsigned integer out of range")?)
+        }
+        (ColKind::Year, Wire::Int(v)) => {
+            Value::Year(u16::try_from(v).map_err(|_| "year out of range")?)
+        }
+        (ColKind::Year, Wire::UInt(v)) => {
+            Value::Year(u16::try_from(v).map_err(|_| "year out of range")?)
+        }
+        (ColKind::Decimal, Wire::Bytes(b)) => {
+            Value::Decimal(String::from_utf8(b).map_err(|_| "decimal not ascii")?)
+        }
+        (ColKind::Float, Wire::Float(v)) => Value::Float(v),
+        (ColKind::Double, Wire::Double(v)) => Value::Double(v),
+        (ColKind::Text { collation }, Wire::Bytes(bytes)) => Value::Text { bytes, collation },
+        (ColKind::Bytes, Wire::Bytes(b)) => Value::Bytes(b),
+        (ColKind::FixedBinary, Wire::Bytes(b)) => Value::Bytes(strip_trailing_zeros(&b).to_vec()),
+        (ColKind::Bit { bits }, Wire::Bytes(b)) => {
+            let want = usize::from(bits.div_ceil(8));
+            if b.len() > want {
+                return Err("bit value wider than the column");
+            }
+            let mut bytes = vec![0u8; want - b.len()];
+            bytes.extend_from_slice(&b);
+            Value::Bit { bytes, bits }
+        }
+        (ColKind::Enum, Wire::Bytes(b)) => Value::Enum(member_text(&b)),
+        (ColKind::Set, Wire::Bytes(b)) => Value::Set(member_text(&b)),
+        (ColKind::Json, Wire::Bytes(b)) => {
+            Value::Json(String::from_utf8(b).map_err(|_| "json not utf-8")?)
+        }
+        (ColKind::Geometry, Wire::Bytes(b)) => {
+            if b.len() < 4 {
+                return Err("geometry shorter than its srid");
+            }
+            let (srid, wkb) = b.split_at(4);
+            Value::Geometry {
+                srid: u32::from_le_bytes([srid[0], srid[1], srid[2], srid[3]]),
+                wkb: wkb.to_vec(),
+            }
+        }
+        (ColKind::Vector, Wire::Bytes(b)) => {
+            if b.len() % 4 != 0 {
+                return Err("vector length not a multiple of 4");
+            }
+            Value::Vector(
+                b.chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            )
+        }
+        (ColKind::Date, Wire::Date(year, month, day, 0, 0, 0, 0)) => {
+            Value::Date(Date { year, month, day })
+        }
+        (ColKind::DateTime { fsp }, Wire::Date(year, month, day, hour, minute, second, micros)) => {
+            Value::DateTime(DateTime {
+                date: Date { year, month, day },
+                hour,
+                minute,
+                second,
+                micros,
+                fsp,
+            })
+        }
+        (ColKind::Timestamp { fsp }, Wire::Date(y, mo, d, h, mi, s, micros)) => {
+            let seconds = if (y, mo, d) == (0, 0, 0) {
+                0
+            } else {
+                let days = days_from_civil(i64::from(y), i64::from(mo), i64::from(d));
+                let secs = days * 86_400 + i64::from(h) * 3600 + i64::from(mi) * 60 + i64::from(s);
+                u32::try_from(secs).map_err(|_| "timestamp out of range")?
+            };
+            Value::Timestamp {
+                seconds,
+                micros,
+                fsp,
+            }
+        }
+        (ColKind::Time { fsp }, Wire::Time(negative, days, hours, minutes, seconds, micros)) => {
+            Value::Time(Time {
+                negative,
+                hours: days * 24 + u32::from(hours),
+                minutes,
+                seconds,
+                micros,
+                fsp,
+            })
+        }
+        _ => return Err("wire value does not fit the column type"),
+    })
+}
+
+/// ENUM/SET member text the way the binlog decoder reads member names: UTF-8, else one char
+/// per byte.
+fn member_text(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => bytes.iter().map(|&b| char::from(b)).collect(),
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// True if a result column's wire type is the one `kind` expects (schema-drift check).
+pub(crate) fn wire_type_fits(kind: ColKind, col: &Column) -> bool {
+    use ColumnType::*;
+    let t = col.column_type();
+    let flags = col.flags();
+    let unsigned = flags.contains(ColumnFlags::UNSIGNED_FLAG);
+    let stringy = matches!(
+        t,
+        MYSQL_TYPE_STRING
+            | MYSQL_TYPE_VAR_STRING
+            | MYSQL_TYPE_VARCHAR
+            | MYSQL_TYPE_BLOB
+            | MYSQL_TYPE_TINY_BLOB
+            | MYSQL_TYPE_MEDIUM_BLOB
+            | MYSQL_TYPE_LONG_BLOB
+    );
+    match kind {
+        ColKind::Int { unsigned: u } => {
+            u == unsigned
+                && matches!(
+                    t,
+                    MYSQL_TYPE_TINY
+                        | MYSQL_TYPE_SHORT
+                        | MYSQL_TYPE_INT24
+                        | MYSQL_TYPE_LONG
+                        | MYSQL_TYPE_LONGLONG
+                )
+        }
+        ColKind::Decimal => matches!(t, MYSQL_TYPE_NEWDECIMAL | MYSQL_TYPE_DECIMAL),
+        ColKind::Float => t == MYSQL_TYPE_FLOAT,
+        ColKind::Double => t == MYSQL_TYPE_DOUBLE,
+        ColKind::Year => t == MYSQL_TYPE_YEAR,
+        ColKind::Date => matches!(t, MYSQL_TYPE_DATE | MYSQL_TYPE_NEWDATE),
+        ColKind::Time { .. } => matches!(t, MYSQL_TYPE_TIME | MYSQL_TYPE_TIME2),
+        ColKind::DateTime { .. } => matches!(t, MYSQL_TYPE_DATETIME | MYSQL_TYPE_DATETIME2),
+        ColKind::Timestamp { .. } => matches!(t, MYSQL_TYPE_TIMESTAMP | MYSQL_TYPE_TIMESTAMP2),
+        ColKind::Text { .. } | ColKind::Bytes | ColKind::FixedBinary => {
+            stringy
+                && !flags.intersects(ColumnFlags::ENUM_FLAG | ColumnFlags::SET_FLAG)
+                && (matches!(kind, ColKind::Text { .. }) != (col.character_set() == 63))
+        }
+        ColKind::Enum => stringy && flags.contains(ColumnFlags::ENUM_FLAG),
+        ColKind::Set => stringy && flags.contains(ColumnFlags::SET_FLAG),
+        ColKind::Bit { .. } => t == MYSQL_TYPE_BIT,
+        ColKind::Json => t == MYSQL_TYPE_JSON,
+        ColKind::Geometry => t == MYSQL_TYPE_GEOMETRY,
+        ColKind::Vector => t == MYSQL_TYPE_VECTOR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_follow_the_column_signedness() {
+        let u = ColKind::Int { unsigned: true };
+        assert_eq!(convert(u, Wire::UInt(u64::MAX)), Ok(Value::UInt(u64::MAX)));
+        assert_eq!(convert(u, Wire::Int(5)), Ok(Value::UInt(5)));
+        assert!(convert(u, Wire::Int(-1)).is_err());
+        let s = ColKind::Int { unsigned: false };
+        assert_eq!(convert(s, Wire::Int(-5)), Ok(Value::Int(-5)));
+        assert_eq!(convert(s, Wire::NULL), Ok(Value::Null));
+    }
+
+    #[test]
+    fn temporals() {
+        let ts = convert(
+            ColKind::Timestamp { fsp: 2 },
+            Wire::Date(2022, 4, 20, 22, 18, 4, 120_000),
+        );
+        assert_eq!(
+            ts,
+            Ok(Value::Timestamp {
+                seconds: 1_650_493_084,
+                micros: 120_000,
+                fsp: 2
+            })
+        );
+        let zero = convert(
+            ColKind::Timestamp { fsp: 0 },
+            Wire::Date(0, 0, 0, 0, 0, 0, 0),
+        );
+        assert_eq!(
+            zero,
+            Ok(Value::Timestamp {
+                seconds: 0,
+                micros: 0,
+                fsp: 0
+            })
+        );
+        let t = convert(
+            ColKind::Time { fsp: 3 },
+            Wire::Time(true, 1, 2, 3, 4, 500_000),
+        )
+        .unwrap();
+        assert_eq!(t.to_sql_text().unwrap(), "-26:03:04.500");
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+    }
+
+    #[test]
+    fn binary_bit_geometry_vector() {
+        assert_eq!(
+            convert(ColKind::FixedBinary, Wire::Bytes(vec![1, 0, 2, 0])),
+            Ok(Value::Bytes(vec![1, 0, 2]))
+        );
+        assert_eq!(
+            convert(ColKind::Bit { bits: 10 }, Wire::Bytes(vec![1])),
+            Ok(Value::Bit {
+                bytes: vec![0, 1],
+                bits: 10
+            })
+        );
+        assert_eq!(
+            convert(ColKind::Geometry, Wire::Bytes(vec![1, 0, 0, 0, 9])),
+            Ok(Value::Geometry {
+                srid: 1,
+                wkb: vec![9]
+            })
+        );
+        let v = 1.5f32.to_le_bytes().to_vec();
+        assert_eq!(
+            convert(ColKind::Vector, Wire::Bytes(v)),
+            Ok(Value::Vector(vec![1.5]))
+        );
+        assert!(convert(ColKind::Date, Wire::Int(1)).is_err());
+    }
+}

@@ -1,0 +1,221 @@
+//! The statements the snapshot reader sends, built from identifiers only. Pure.
+//!
+//! Every schema, table and column name is backquoted with its backquotes doubled; character
+//! set and collation names are spliced only after [`is_plain_identifier`] accepted them.
+//! Values are never interpolated: every key value is a bound parameter. A character key part
+//! is bound as bytes and read as `CONVERT(CAST(? AS BINARY) USING <charset>) COLLATE
+//! <collation>`: the cast makes the server take the bytes as they are (no conversion from the
+//! connection character set), the conversion labels them with the column's character set, and
+//! the explicit collation makes the comparison the column's own (the index stays usable).
+
+use capstan_core::change::TableId;
+
+use super::key::{KeyKind, KeyPart};
+use super::table::{is_plain_identifier, TableLayout};
+
+/// `name` as a backquoted identifier.
+pub(crate) fn quote_ident(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+/// `` `schema`.`table` ``.
+pub(crate) fn quote_table(table: &TableId) -> String {
+    format!(
+        "{}.{}",
+        quote_ident(&table.schema),
+        quote_ident(&table.table)
+    )
+}
+
+/// The placeholder of a key value of `kind`.
+pub(crate) fn placeholder(kind: &KeyKind) -> String {
+    match kind {
+        KeyKind::Text { charset, collation }
+            if is_plain_identifier(charset) && is_plain_identifier(collation) =>
+        {
+            format!("CONVERT(CAST(? AS BINARY) USING {charset}) COLLATE {collation}")
+        }
+        // describe refuses other names; never splice one
+        KeyKind::Text { .. } => "CAST(? AS BINARY)".to_string(),
+        _ => "?".to_string(),
+    }
+}
+
+/// The chunk statement: every column in table order, rows after the cursor (when
+/// `with_after`) in key order, `LIMIT ?`.
+pub(crate) fn chunk_select(layout: &TableLayout, with_after: bool) -> String {
+    let cols: Vec<String> = layout
+        .columns
+        .iter()
+        .map(|c| quote_ident(&c.name))
+        .collect();
+    let key = &layout.table.key.columns;
+    let order: Vec<String> = key.iter().map(|k| quote_ident(&k.name)).collect();
+    let mut sql = format!(
+        "SELECT {} FROM {}",
+        cols.join(", "),
+        quote_table(&layout.table.id)
+    );
+    if with_after {
+        // (k0 > ?) OR (k0 = ? AND k1 > ?) OR …
+        let mut ors = Vec::with_capacity(key.len());
+        for i in 0..key.len() {
+            let mut ands = Vec::with_capacity(i + 1);
+            for (j, k) in key.iter().enumerate().take(i + 1) {
+                let op = if j == i { ">" } else { "=" };
+                ands.push(format!(
+                    "{} {op} {}",
+                    quote_ident(&k.name),
+                    placeholder(&k.kind)
+                ));
+            }
+            ors.push(format!("({})", ands.join(" AND ")));
+        }
+        sql.push_str(" WHERE ");
+        sql.push_str(&ors.join(" OR "));
+    }
+    sql.push_str(" ORDER BY ");
+    sql.push_str(&order.join(", "));
+    sql.push_str(" LIMIT ?");
+    sql
+}
+
+/// The bound values of [`chunk_select`]'s cursor predicate, in placeholder order; `BINARY(n)`
+/// parts padded back to `n` bytes. `None` if `after` does not fit the key.
+pub(crate) fn chunk_params(
+    layout: &TableLayout,
+    after: &[KeyPart],
+) -> Option<Vec<mysql_async::Value>> {
+    if !layout.table.key.accepts(after) {
+        return None;
+    }
+    let values: Vec<mysql_async::Value> = after
+        .iter()
+        .zip(&layout.fixed_len)
+        .map(|(part, fixed)| match part {
+            KeyPart::Int(v) => mysql_async::Value::Int(*v),
+            KeyPart::UInt(v) => mysql_async::Value::UInt(*v),
+            KeyPart::Bytes(b) => {
+                let mut b = b.clone();
+                if let Some(n) = fixed {
+                    if b.len() < *n {
+                        b.resize(*n, 0);
+                    }
+                }
+                mysql_async::Value::Bytes(b)
+            }
+            KeyPart::Text(b) => mysql_async::Value::Bytes(b.clone()),
+        })
+        .collect();
+    let mut params = Vec::new();
+    for i in 0..values.len() {
+        params.extend(values.iter().take(i + 1).cloned());
+    }
+    Some(params)
+}
+
+/// `SELECT WEIGHT_STRING(<placeholder>), …` for `n` values.
+pub(crate) fn weights_select(kind: &KeyKind, n: usize) -> String {
+    let one = format!("WEIGHT_STRING({})", placeholder(kind));
+    format!("SELECT {}", vec![one; n].join(", "))
+}
+
+/// The order-contract canary over `n` values: each value's index, its dense rank under
+/// `ORDER BY` in the collation, and its weight.
+pub(crate) fn canary_select(kind: &KeyKind, n: usize) -> String {
+    let ph = placeholder(kind);
+    let rows: Vec<String> = (0..n)
+        .map(|i| format!("SELECT {i} AS i, {ph} AS v"))
+        .collect();
+    format!(
+        "SELECT i, DENSE_RANK() OVER (ORDER BY v) AS r, WEIGHT_STRING(v) AS w FROM ({}) d",
+        rows.join(" UNION ALL ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mysql::snapshot::table::{describe_from, ColumnRow, IndexRow};
+
+    fn layout() -> TableLayout {
+        let c = |name: &str, dt: &str, ct: &str| ColumnRow {
+            name: name.into(),
+            data_type: dt.into(),
+            column_type: ct.into(),
+            charset: (dt == "varchar").then(|| "utf8mb4".into()),
+            collation: (dt == "varchar").then(|| "utf8mb4_0900_ai_ci".into()),
+            collation_id: (dt == "varchar").then_some(255),
+            octet_length: Some(4),
+            ..ColumnRow::default()
+        };
+        let cols = vec![
+            c("we`ird; DROP TABLE x; --", "int", "int"),
+            c("b", "binary", "binary(4)"),
+            c("v", "varchar", "varchar(5)"),
+        ];
+        let idx = |seq: u64, col: &str| IndexRow {
+            index: "PRIMARY".into(),
+            seq,
+            column: Some(col.into()),
+            sub_part: None,
+        };
+        let keys = [idx(1, "we`ird; DROP TABLE x; --"), idx(2, "b"), idx(3, "v")];
+        describe_from(&TableId::new("s`", "t"), cols, &keys, 0).unwrap()
+    }
+
+    #[test]
+    fn identifiers_are_quoted() {
+        assert_eq!(quote_ident("a`b"), "`a``b`");
+        assert_eq!(quote_table(&TableId::new("s`", "t")), "`s```.`t`");
+    }
+
+    #[test]
+    fn chunk_statement_expands_the_composite_predicate() {
+        let l = layout();
+        let first = chunk_select(&l, false);
+        assert_eq!(
+            first,
+            "SELECT `we``ird; DROP TABLE x; --`, `b`, `v` FROM `s```.`t` \
+             ORDER BY `we``ird; DROP TABLE x; --`, `b`, `v` LIMIT ?"
+        );
+        let next = chunk_select(&l, true);
+        let conv = "CONVERT(CAST(? AS BINARY) USING utf8mb4) COLLATE utf8mb4_0900_ai_ci";
+        assert!(next.contains(&format!(
+            "WHERE (`we``ird; DROP TABLE x; --` > ?) OR (`we``ird; DROP TABLE x; --` = ? AND `b` > ?) \
+             OR (`we``ird; DROP TABLE x; --` = ? AND `b` = ? AND `v` > {conv})"
+        )), "{next}");
+        assert_eq!(next.matches('?').count(), 7);
+        let params = chunk_params(
+            &l,
+            &[
+                KeyPart::Int(1),
+                KeyPart::Bytes(vec![9]),
+                KeyPart::Text(b"x".to_vec()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(params.len(), 6);
+        assert_eq!(params[2], mysql_async::Value::Bytes(vec![9, 0, 0, 0]));
+        assert!(chunk_params(&l, &[KeyPart::UInt(1)]).is_none());
+    }
+
+    #[test]
+    fn weights_and_canary_statements() {
+        let kind = KeyKind::Text {
+            charset: "latin1".into(),
+            collation: "latin1_swedish_ci".into(),
+        };
+        let w = weights_select(&kind, 2);
+        assert_eq!(
+            w.matches(
+                "WEIGHT_STRING(CONVERT(CAST(? AS BINARY) USING latin1) COLLATE latin1_swedish_ci)"
+            )
+            .count(),
+            2
+        );
+        let c = canary_select(&kind, 3);
+        assert_eq!(c.matches('?').count(), 3);
+        assert!(c.contains("DENSE_RANK() OVER (ORDER BY v)"));
+    }
+}
