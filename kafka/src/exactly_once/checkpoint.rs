@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TableProgress {
-    /// The primary key (JSON object, as in record keys) of the last row delivered; `None`
-    /// before the first chunk. It is row data: `Debug` hides it.
+    /// The key of the last row delivered, in the runner's own encoding (opaque here);
+    /// `None` before the first chunk. It is row data: `Debug` hides it.
     pub cursor: Option<serde_json::Value>,
     /// True once every row of the table was delivered.
     pub complete: bool,

@@ -382,6 +382,7 @@ fn snapshot_chunk_reads() {
         rows: &rows,
         chunk_id: "shop.orders/3",
         coordinates: coords(),
+        last_of_table: true,
         last_of_snapshot: true,
     };
     let recs = builder(true, true)
@@ -405,6 +406,39 @@ fn snapshot_chunk_reads() {
         Some("snapshot:shop.orders/3")
     );
     assert_eq!(recs[1].header_str(HEADER_ROW), Some("1"));
+    // the last chunk of a table that is not the last table
+    let chunk = SnapshotChunk {
+        last_of_snapshot: false,
+        ..chunk
+    };
+    let recs = builder(true, true)
+        .snapshot_records(&chunk, &ctx())
+        .unwrap();
+    assert_eq!(json_of(&recs[0].value)["source"]["snapshot"], "true");
+    assert_eq!(
+        json_of(&recs[1].value)["source"]["snapshot"],
+        "last_in_data_collection"
+    );
+}
+
+#[test]
+fn snapshot_complete_marker() {
+    let marker = builder(true, true)
+        .snapshot_complete_record(&orders(), 0, &ctx())
+        .unwrap();
+    assert_eq!(marker.topic, "cdc.shop.orders");
+    assert_eq!(
+        json_of(&marker.key),
+        json!({"snapshot_complete": "shop.orders"})
+    );
+    assert_eq!(
+        json_of(&marker.value),
+        json!({"snapshot_complete": {"db": "shop", "table": "orders", "rows": 0}})
+    );
+    assert_eq!(
+        marker.header_str(HEADER_POSITION),
+        Some("snapshot:shop.orders:complete")
+    );
 }
 
 #[test]

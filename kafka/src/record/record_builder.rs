@@ -85,8 +85,30 @@ pub struct SnapshotChunk<'a> {
     pub chunk_id: &'a str,
     /// The binlog coordinates of the snapshot's read point.
     pub coordinates: BinlogCoordinates<'a>,
+    /// True for the table's last chunk: its last row says
+    /// `snapshot: "last_in_data_collection"`.
+    pub last_of_table: bool,
     /// True for the last chunk of the whole snapshot: its last row says `snapshot: "last"`.
     pub last_of_snapshot: bool,
+}
+
+/// The value of a snapshot-completion marker.
+#[derive(serde::Serialize)]
+struct SnapshotCompleteValue<'a> {
+    snapshot_complete: SnapshotCompleteBody<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct SnapshotCompleteBody<'a> {
+    db: &'a str,
+    table: &'a str,
+    rows: u64,
+}
+
+/// The key of a snapshot-completion marker.
+#[derive(serde::Serialize)]
+struct SnapshotCompleteKey {
+    snapshot_complete: String,
 }
 
 /// Maps transactions and snapshot chunks to Kafka records.
@@ -397,10 +419,10 @@ impl RecordBuilder {
         for (row_index, row) in chunk.rows.iter().enumerate() {
             let after = image(row, table)?;
             let key = key_object(row, chunk.key, table)?;
-            let snapshot = if chunk.last_of_snapshot && Some(row_index) == last_row {
-                "last"
-            } else {
-                "true"
+            let snapshot = match (Some(row_index) == last_row, chunk.last_of_snapshot) {
+                (true, true) => "last",
+                (true, false) if chunk.last_of_table => "last_in_data_collection",
+                _ => "true",
             };
             let envelope = Envelope {
                 before: None,
@@ -428,5 +450,40 @@ impl RecordBuilder {
             em.push(&topic, key, Some(value), Some(row_index), ctx.now_ms);
         }
         Ok(em.records)
+    }
+
+    /// The marker that closes a table's snapshot, published right after its last chunk (also
+    /// for a table without rows, so a consumer waiting for "snapshot complete" never waits
+    /// forever): on the table's topic, key `{"snapshot_complete": "<db>.<table>"}`, value
+    /// `{"snapshot_complete": {"db", "table", "rows"}}`. Not a change event: consumers of
+    /// change events skip records whose value has no `op`.
+    pub fn snapshot_complete_record(
+        &self,
+        table: &TableId,
+        rows: u64,
+        ctx: &RecordContext<'_>,
+    ) -> Result<KafkaRecord, SinkError> {
+        let topic = self.topic_for(table)?;
+        let mut em = Emitter::new(*ctx, format!("snapshot:{table}:complete"));
+        let key = serialize(
+            &SnapshotCompleteKey {
+                snapshot_complete: table.to_string(),
+            },
+            table,
+        )?;
+        let value = serialize(
+            &SnapshotCompleteValue {
+                snapshot_complete: SnapshotCompleteBody {
+                    db: &table.schema,
+                    table: &table.table,
+                    rows,
+                },
+            },
+            table,
+        )?;
+        em.push(&topic, Some(key), Some(value), None, ctx.now_ms);
+        em.records
+            .pop()
+            .ok_or_else(|| missing(table, "snapshot marker"))
     }
 }
