@@ -116,7 +116,9 @@ fn summary(label: &str, mut v: Vec<Duration>) {
 /// kill -9 an owner, 20 times; each trial measures from the kill until a survivor's API shows
 /// every pipeline of the victim on another worker with a higher epoch (polled every 20 ms).
 /// Three pipelines spread over the three workers; trials alternate between killing an owner
-/// that is the Raft leader and one that is a follower, so both paths are measured.
+/// that is the Raft leader and one that is a follower, so both paths are measured. Meanwhile
+/// the survivors' `/health` is polled: a survivor whose lease lapsed (a healthy owner that
+/// would have stopped its pipelines) is reported.
 #[test]
 #[ignore = "benchmark: run with --ignored --nocapture"]
 fn bench_failover_after_kill9_of_an_owner() {
@@ -133,7 +135,10 @@ fn bench_failover_after_kill9_of_an_owner() {
     let mut all = Vec::new();
     let mut by_kind: BTreeMap<&str, Vec<Duration>> = BTreeMap::new();
     let mut elections = Vec::new();
-    println!("trial  killed  was_leader  pipelines  new_owners  failover_s  new_leader_s");
+    let mut lease_lapses = 0;
+    println!(
+        "trial  killed  was_leader  pipelines  new_owners  failover_s  new_leader_s  lapsed_leases"
+    );
     for trial in 1..=TRIALS {
         let leader = settled(&c, &ids);
         let owners: BTreeMap<&str, (u64, u64)> = c
@@ -163,6 +168,10 @@ fn bench_failover_after_kill9_of_an_owner() {
             .map(|(n, (_, e))| (*n, *e))
             .collect();
         let observer = ids.iter().copied().find(|&id| id != victim).unwrap();
+        let survivors: Vec<u64> = ids.iter().copied().filter(|&id| id != victim).collect();
+        // survivors seen without a valid lease (a healthy worker must keep it, even through
+        // the election that follows a leader's death)
+        let mut lapsed: Vec<u64> = Vec::new();
 
         let killed_at = Instant::now();
         c.kill9(victim);
@@ -175,6 +184,12 @@ fn bench_failover_after_kill9_of_an_owner() {
                     .filter(|&l| l != victim);
                 if seen.is_some() {
                     new_leader_after = Some(killed_at.elapsed());
+                }
+            }
+            for &id in &survivors {
+                let valid = c.get(id, "/health").map(|(_, h)| h["lease_valid"] == true);
+                if valid == Some(false) && !lapsed.contains(&id) {
+                    lapsed.push(id);
                 }
             }
             let now_owned: Vec<u64> = moved
@@ -201,13 +216,15 @@ fn bench_failover_after_kill9_of_an_owner() {
             "owner was a follower"
         };
         println!(
-            "{trial:>5}  {victim:>6}  {:>10}  {:>9}  {:>10}  {:>10.3}  {:>12}",
+            "{trial:>5}  {victim:>6}  {:>10}  {:>9}  {:>10}  {:>10.3}  {:>12}  {:>13}",
             victim == leader,
             moved.len(),
             format!("{new_owners:?}"),
             took.as_secs_f64(),
             new_leader_after.map_or("-".into(), |d| format!("{:.3}", d.as_secs_f64())),
+            format!("{lapsed:?}"),
         );
+        lease_lapses += lapsed.len();
         elections.extend(new_leader_after);
         all.push(took);
         by_kind.entry(kind).or_default().push(took);
@@ -215,6 +232,7 @@ fn bench_failover_after_kill9_of_an_owner() {
         // bring the victim back before the next trial (it owns nothing after the move)
         c.spawn(victim);
     }
+    println!("survivor leases that lapsed during a failover: {lease_lapses}");
     summary("failover, all trials", all);
     summary("new leader seen (leader kills)", elections);
     for (kind, v) in by_kind {

@@ -58,6 +58,21 @@ impl LeaseTracker {
         }
     }
 
+    /// The earliest instant after `now` at which [`LeaseTracker::live`] may change without a
+    /// new observation: when the oldest still-live lease, or the start-up grace, runs out. The
+    /// scheduler sleeps until then instead of polling.
+    pub fn next_change(&self, now: Instant) -> Option<Instant> {
+        let grace_end = self.started + self.expiry;
+        self.seen
+            .values()
+            .map(|&(_, at)| at + self.expiry)
+            .chain(std::iter::once(grace_end))
+            .filter(|&t| t >= now)
+            .min()
+            // `live` keeps a lease through `at + expiry` inclusive
+            .map(|t| t + Duration::from_millis(1))
+    }
+
     /// The members whose lease is live at `now`. `released` workers are never live.
     pub fn live(
         &self,
@@ -112,6 +127,25 @@ mod tests {
         assert!(t
             .live([1, 2, 3], &none, t0 + EXPIRY + Duration::from_millis(1))
             .is_empty());
+    }
+
+    #[test]
+    fn next_change_is_when_the_oldest_live_lease_or_the_grace_runs_out() {
+        let t0 = Instant::now();
+        let none = BTreeSet::new();
+        let ms = Duration::from_millis;
+        let mut t = LeaseTracker::new(EXPIRY, t0);
+        assert_eq!(t.next_change(t0), Some(t0 + EXPIRY + ms(1)));
+        t.observe(&counts(&[(1, 1), (2, 1)]), &none, t0 + ms(100));
+        t.observe(&counts(&[(1, 2), (2, 1)]), &none, t0 + ms(300));
+        // grace ends at 2000, node 2 at 2100, node 1 at 2300
+        assert_eq!(t.next_change(t0 + ms(500)), Some(t0 + EXPIRY + ms(1)));
+        let after_grace = t0 + EXPIRY + ms(1);
+        assert_eq!(t.next_change(after_grace), Some(t0 + ms(2101)));
+        assert_eq!(t.live([1, 2], &none, t0 + ms(2100)), [1, 2].into());
+        assert_eq!(t.live([1, 2], &none, t0 + ms(2101)), [1].into());
+        assert_eq!(t.next_change(t0 + ms(2101)), Some(t0 + ms(2301)));
+        assert_eq!(t.next_change(t0 + ms(2301)), None);
     }
 
     #[test]

@@ -28,8 +28,13 @@ use crate::worker_config::CheckedWorkerConfig;
 /// The Raft handle of a worker.
 pub type Raft = capstan_raft_store::type_config::Raft;
 
-/// How often the leader re-plans ownership.
-const SCHEDULE_EVERY: Duration = Duration::from_millis(200);
+/// Scheduling rounds closer together than this are coalesced: a burst of applied entries
+/// (checkpoint commits) costs one round, and a renewal is observed at most this late.
+const MIN_ROUND_GAP: Duration = Duration::from_millis(20);
+
+/// A scheduling round runs at least this often even when nothing is applied and no lease is
+/// about to run out.
+const MAX_ROUND_GAP: Duration = Duration::from_millis(200);
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +123,9 @@ pub struct Node {
     http: reqwest::Client,
     raft_scheme: &'static str,
     lease: Mutex<OwnerLease>,
+    /// Held (shared) by every renewal in flight; taken exclusively by [`Node::shutdown`] so
+    /// that no renewal commits after the lease is released.
+    renewals: Arc<tokio::sync::RwLock<()>>,
     live_members: Mutex<BTreeSet<NodeId>>,
     shutdown: watch::Sender<bool>,
 }
@@ -165,6 +173,7 @@ impl Node {
             raft: raft.clone(),
             state,
             lease: Mutex::new(OwnerLease::new(config.lease)),
+            renewals: Arc::new(tokio::sync::RwLock::new(())),
             live_members: Mutex::new(BTreeSet::new()),
             config,
             http,
@@ -340,8 +349,19 @@ impl Node {
     /// Without a quorum the release cannot commit; it is abandoned after one lease (the
     /// leader then expires this worker's lease the ordinary way).
     pub async fn shutdown(&self) {
+        let deadline = tokio::time::Instant::now() + self.config.lease;
+        // no new renewal starts, and the ones in flight finish first: a renewal committed
+        // after the release would make this worker look live again until its lease expired
+        let no_renewals =
+            tokio::time::timeout_at(deadline, self.renewals.clone().write_owned()).await;
+        if no_renewals.is_err() {
+            warn!(
+                node = self.id,
+                "lease renewals still in flight at shutdown (no quorum?)"
+            );
+        }
         let release = self.write(Command::ReleaseLease { node: self.id });
-        match tokio::time::timeout(self.config.lease, release).await {
+        match tokio::time::timeout_at(deadline, release).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
                 warn!(node = self.id, error = %e, "could not release the lease before shutdown")
@@ -349,6 +369,7 @@ impl Node {
             Err(_) => warn!(node = self.id, "lease release timed out (no quorum?)"),
         }
         let _ = self.shutdown.send(true);
+        drop(no_renewals);
         if let Err(e) = self.raft.shutdown().await {
             warn!(node = self.id, error = %e, "raft shutdown failed");
         }
@@ -386,76 +407,155 @@ async fn forwarded_write(
     Json(node.write_local(command).await)
 }
 
-/// Renews this worker's lease every quarter lease; a committed renewal confirms the lease from
-/// the moment it was sent.
+/// Renews this worker's lease every `lease / 10` (see [`CheckedWorkerConfig::renew_every`]),
+/// and at once when a new leader becomes known: no renewal commits during an election, so the
+/// first one after it should not wait for the next period. Each renewal runs on its own task,
+/// so one that waits for a dead leader or a slow commit does not hold back the next. A
+/// committed renewal confirms the lease from the moment it was sent.
 async fn renew_leases(node: Arc<Node>) {
-    let every = node.config.lease / 4;
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tick = tokio::time::interval(node.config.renew_every());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut changes = node.raft.metrics();
+    let mut leader = changes.borrow_and_update().current_leader;
     while !node.is_stopping() {
-        tick.tick().await;
-        let sent = Instant::now();
-        match node.write(Command::RenewLease { node: node.id }).await {
-            Ok(_) => {
-                if let Ok(mut l) = node.lease.lock() {
-                    l.confirmed(sent);
+        tokio::select! {
+            _ = tick.tick() => {}
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    break; // raft stopped
                 }
+                let now_leader = changes.borrow_and_update().current_leader;
+                if now_leader == leader || now_leader.is_none() {
+                    leader = now_leader;
+                    continue;
+                }
+                leader = now_leader;
+                tick.reset();
             }
-            Err(e) => debug!(node = node.id, error = %e, "lease renewal failed"),
         }
+        // refused while shutdown releases the lease
+        let Ok(in_flight) = node.renewals.clone().try_read_owned() else {
+            continue;
+        };
+        tokio::spawn(renew_once(node.clone(), in_flight));
+    }
+}
+
+/// One renewal, given up after a lease: a confirmation that late would extend nothing.
+async fn renew_once(node: Arc<Node>, _in_flight: tokio::sync::OwnedRwLockReadGuard<()>) {
+    if node.is_stopping() {
+        return;
+    }
+    let sent = Instant::now();
+    let renewal = node.write(Command::RenewLease { node: node.id });
+    match tokio::time::timeout(node.config.lease, renewal).await {
+        Ok(Ok(_)) => {
+            if let Ok(mut l) = node.lease.lock() {
+                l.confirmed(sent);
+            }
+        }
+        Ok(Err(e)) => debug!(node = node.id, error = %e, "lease renewal failed"),
+        Err(_) => debug!(
+            node = node.id,
+            "lease renewal not committed within the lease"
+        ),
     }
 }
 
 /// On every node: follow the lease renewals; on the leader: propose the scheduler's plan.
+///
+/// Event-driven rather than polled: a round runs when this node applies an entry (or its
+/// Raft role changes), and when the oldest live lease is due to run out, so a renewal is
+/// observed within [`MIN_ROUND_GAP`] of being applied and an expired owner is acted on at
+/// once; at least every [`MAX_ROUND_GAP`] otherwise.
 async fn schedule(node: Arc<Node>) {
-    let expiry = node.config.lease + node.config.lease / 4;
-    let mut tracker = LeaseTracker::new(expiry, Instant::now());
-    let mut tick = tokio::time::interval(SCHEDULE_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tracker = LeaseTracker::new(node.config.lease_expiry(), Instant::now());
+    let mut changes = node.raft.metrics();
+    let mut last_seen = None;
     while !node.is_stopping() {
-        tick.tick().await;
         let now = Instant::now();
-        let metrics = node.raft.metrics().borrow().clone();
-        let is_leader = metrics.state == ServerState::Leader;
-        // every node follows the renewals, so a new leader already knows who went quiet
-        let released = node.state.read(|state| {
-            let released = state.released_nodes();
-            tracker.observe(state.lease_renewals(), &released, now);
-            released
-        });
-        // a new leader plans only once it has applied an entry of its own term: by then it
-        // has applied every committed renewal, so no worker looks older than it is
-        let caught_up = metrics
-            .last_applied
-            .is_some_and(|l| l.leader_id.term == metrics.current_term);
-        let members = metrics
-            .membership_config
-            .membership()
-            .nodes()
-            .map(|(id, _)| *id)
-            .collect::<Vec<_>>();
-        let live = tracker.live(members, &released, now);
-        if let Ok(mut view) = node.live_members.lock() {
-            view.clone_from(&live);
-        }
-        if !is_leader || !caught_up {
-            continue;
-        }
-        // plan under the read lock (pure and quick), propose after releasing it
-        let commands = node.state.read(|state| scheduler::plan(state, &live));
-        for command in commands {
-            if let Command::AssignOwner {
-                pipeline,
-                node: owner,
-                epoch,
-            } = &command
-            {
-                info!(pipeline = %pipeline, owner = *owner, epoch = *epoch, "assigning pipeline");
+        let idle_until = now + MAX_ROUND_GAP;
+        let wake = tracker
+            .next_change(now)
+            .map_or(idle_until, |t| t.min(idle_until));
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    break; // raft stopped
+                }
+                // the leader's metrics also move on every heartbeat acknowledgement
+                let key = round_key(&changes.borrow_and_update());
+                if last_seen.as_ref() == Some(&key) {
+                    continue;
+                }
+                last_seen = Some(key);
             }
-            if let Err(e) = node.write_local(command).await {
-                debug!(error = %e, "scheduler proposal failed");
-                break;
-            }
+            () = tokio::time::sleep_until(wake.into()) => {}
+        }
+        schedule_round(&node, &mut tracker).await;
+        tokio::time::sleep(MIN_ROUND_GAP).await;
+    }
+}
+
+/// What a scheduling round depends on in the Raft metrics.
+type RoundKey = (Option<u64>, ServerState, u64, Option<NodeId>, Option<u64>);
+
+fn round_key(m: &openraft::RaftMetrics<NodeId, NodeInfo>) -> RoundKey {
+    (
+        m.last_applied.map(|l| l.index),
+        m.state,
+        m.current_term,
+        m.current_leader,
+        m.membership_config.log_id().as_ref().map(|l| l.index),
+    )
+}
+
+/// One round: observe the renewals, publish the live view, and on a caught-up leader propose
+/// the plan.
+async fn schedule_round(node: &Node, tracker: &mut LeaseTracker) {
+    let metrics = node.raft.metrics().borrow().clone();
+    let is_leader = metrics.state == ServerState::Leader;
+    // every node follows the renewals, so a new leader already knows who went quiet; the
+    // clock is read under the state's lock, so every renewal observed was applied before its
+    // observation time (and so sent before it)
+    let (released, now) = node.state.read(|state| {
+        let now = Instant::now();
+        let released = state.released_nodes();
+        tracker.observe(state.lease_renewals(), &released, now);
+        (released, now)
+    });
+    // a new leader plans only once it has applied an entry of its own term: by then it has
+    // applied every committed renewal, so no worker looks older than it is
+    let caught_up = metrics
+        .last_applied
+        .is_some_and(|l| l.leader_id.term == metrics.current_term);
+    let members = metrics
+        .membership_config
+        .membership()
+        .nodes()
+        .map(|(id, _)| *id)
+        .collect::<Vec<_>>();
+    let live = tracker.live(members, &released, now);
+    if let Ok(mut view) = node.live_members.lock() {
+        view.clone_from(&live);
+    }
+    if !is_leader || !caught_up {
+        return;
+    }
+    // plan under the read lock (pure and quick), propose after releasing it
+    let commands = node.state.read(|state| scheduler::plan(state, &live));
+    for command in commands {
+        if let Command::AssignOwner {
+            pipeline,
+            node: owner,
+            epoch,
+        } = &command
+        {
+            info!(pipeline = %pipeline, owner = *owner, epoch = *epoch, "assigning pipeline");
+        }
+        if let Err(e) = node.write_local(command).await {
+            debug!(error = %e, "scheduler proposal failed");
+            break;
         }
     }
 }

@@ -32,7 +32,9 @@ pub struct WorkerConfig {
     #[serde(default)]
     pub initial_members: Vec<MemberConfig>,
     /// How long an owner may go without reaching a Raft quorum before it stops its pipelines
-    /// on its own, and after which the leader may move them (milliseconds).
+    /// on its own (milliseconds). The worker renews it every `lease_ms / 10`; the leader moves
+    /// the pipelines of a worker it has not seen renew for `lease_ms + lease_ms / 8`. Must
+    /// outlast a Raft election (see [`WorkerConfig::validate`] and ADR-0004).
     #[serde(default = "default_lease_ms")]
     pub lease_ms: u64,
     /// Raft heartbeat interval (milliseconds).
@@ -88,13 +90,13 @@ fn default_lease_ms() -> u64 {
     2_000
 }
 fn default_heartbeat_ms() -> u64 {
-    150
+    100
 }
 fn default_election_min_ms() -> u64 {
-    500
+    250
 }
 fn default_election_max_ms() -> u64 {
-    1_000
+    450
 }
 fn default_rpc_timeout_ms() -> u64 {
     500
@@ -154,13 +156,37 @@ pub struct CheckedWorkerConfig {
     pub tls: Option<TlsConfig>,
 }
 
+impl CheckedWorkerConfig {
+    /// How often this worker renews its lease (`lease / 10`).
+    pub fn renew_every(&self) -> Duration {
+        Duration::from_millis(renew_every_ms(millis(self.lease)))
+    }
+
+    /// How long after a worker's last observed renewal the leader may move its pipelines:
+    /// `lease + lease / 8`. The eighth is the margin over the owner's own lease (which runs
+    /// from the renewal's send, earlier than its observation); it absorbs clock rates that
+    /// differ by up to 12.5 % between the owner and the leader.
+    pub fn lease_expiry(&self) -> Duration {
+        self.lease + self.lease / 8
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 impl WorkerConfig {
     /// Parses TOML text.
     pub fn from_toml(text: &str) -> Result<Self, WorkerConfigError> {
         toml::from_str(text).map_err(|e| WorkerConfigError::Syntax(e.message().to_string()))
     }
 
-    /// Checks every field without I/O.
+    /// Checks every field without I/O, including the timing relations ADR-0004's safety and
+    /// liveness arguments rest on: heartbeat < election min < election max (openraft), rpc
+    /// timeout < lease, and a lease long enough to outlast a leader election (a renewal
+    /// period + an election with one refused candidate, `3 × election max + 1.5 ×
+    /// heartbeat`, + 2 heartbeats for the vote round and the first renewal's commit). The
+    /// leader's expiry, `lease + lease/8`, always exceeds the owner's self-fence at `lease`.
     pub fn validate(self) -> Result<CheckedWorkerConfig, WorkerConfigError> {
         let invalid = |field, reason| Err(WorkerConfigError::Invalid { field, reason });
         if self.node_id == 0 {
@@ -187,10 +213,20 @@ impl WorkerConfig {
                 "must exceed election_timeout_min_ms",
             );
         }
-        if self.lease_ms <= self.election_timeout_max_ms {
+        // A healthy owner must keep its lease through the election that follows a leader's
+        // death: its newest confirmed renewal may be one renewal period old at the crash, no
+        // renewal commits until a new leader exists, and the next one, sent as soon as the
+        // new leader is known, needs a vote round and a commit (budgeted two heartbeats).
+        let needed = renew_every_ms(self.lease_ms)
+            .saturating_add(election_bound_ms(
+                self.heartbeat_interval_ms,
+                self.election_timeout_max_ms,
+            ))
+            .saturating_add(self.heartbeat_interval_ms.saturating_mul(2));
+        if self.lease_ms < needed {
             return invalid(
                 "lease_ms",
-                "must exceed election_timeout_max_ms, or a leader change would expire leases",
+                "must be at least lease_ms/10 + 3*election_timeout_max_ms + 3.5*heartbeat_interval_ms, or a leader change would expire healthy owners' leases",
             );
         }
         if self.rpc_timeout_ms == 0 || self.rpc_timeout_ms >= self.lease_ms {
@@ -247,6 +283,22 @@ impl WorkerConfig {
             tls: self.tls,
         })
     }
+}
+
+/// How often a worker renews its lease: a tenth of it.
+fn renew_every_ms(lease_ms: u64) -> u64 {
+    lease_ms / 10
+}
+
+/// How long, after the last message of a leader that died, until a new leader is elected,
+/// allowing one failed round: openraft 0.9 makes a follower wait `election_timeout_max` (its
+/// leader lease) plus its random election timeout (below `election_timeout_max`), checked
+/// every 1.5 heartbeats; when that first candidate is refused (the other survivor has a
+/// longer log), the other one campaigns within one more election timeout.
+fn election_bound_ms(heartbeat_ms: u64, election_max_ms: u64) -> u64 {
+    election_max_ms
+        .saturating_mul(3)
+        .saturating_add(heartbeat_ms.saturating_mul(3) / 2)
 }
 
 /// `host:port` with a non-empty host and a numeric port.
@@ -327,6 +379,49 @@ mod tests {
         assert_eq!(e.code(), "config_syntax");
         let e = WorkerConfig::from_toml(&GOOD.replace("node_id = 2", "")).unwrap_err();
         assert!(e.to_string().contains("node_id"), "{e}");
+    }
+
+    #[test]
+    fn default_timings_keep_the_lease_through_an_election_and_expire_after_the_self_fence() {
+        let c = WorkerConfig::from_toml(GOOD).unwrap().validate().unwrap();
+        assert_eq!(c.heartbeat_interval, Duration::from_millis(100));
+        assert_eq!(
+            c.election_timeout,
+            (Duration::from_millis(250), Duration::from_millis(450))
+        );
+        assert_eq!(c.renew_every(), Duration::from_millis(200));
+        assert_eq!(c.lease_expiry(), Duration::from_millis(2250));
+        // the owner stops at `lease`; the leader may move its pipelines only later
+        assert!(c.lease_expiry() > c.lease);
+        // a renewal period + an election with one refused candidate + two heartbeats
+        let needed = c.renew_every()
+            + 3 * c.election_timeout.1
+            + c.heartbeat_interval * 3 / 2
+            + 2 * c.heartbeat_interval;
+        assert!(c.lease >= needed, "{needed:?}");
+    }
+
+    #[test]
+    fn a_lease_shorter_than_an_election_is_refused() {
+        let with = |extra: &str| {
+            WorkerConfig::from_toml(&GOOD.replace("data_dir", &format!("{extra}\ndata_dir")))
+                .unwrap()
+                .validate()
+        };
+        // the former defaults: elections (measured up to 3.5 s) outlasted the 2 s lease
+        let e = with(
+            "lease_ms = 2000\nheartbeat_interval_ms = 150\nelection_timeout_min_ms = 500\nelection_timeout_max_ms = 1000",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("lease_ms"), "{e}");
+        // with the default Raft timings: 188 + (3*450 + 150) + 2*100 = 1888
+        assert!(with("lease_ms = 1887").is_err());
+        assert!(with("lease_ms = 1888").is_ok());
+        assert!(with(
+            "lease_ms = 4000\nheartbeat_interval_ms = 150\nelection_timeout_min_ms = 500\nelection_timeout_max_ms = 1000"
+        )
+        .is_ok());
+        assert!(with("election_timeout_max_ms = 18446744073709551615").is_err());
     }
 
     #[test]
