@@ -72,6 +72,12 @@ pub struct PipelineOffsets {
 pub struct TableOffset {
     /// `schema.table`.
     pub table: String,
-    /// `pending`, `in_progress` or `complete`.
+    /// `pending`, `in_progress`, `complete` or `needs_resnapshot`.
     pub status: String,
+    /// Rows published by the snapshot so far.
+    #[serde(default)]
+    pub rows_done: u64,
+    /// The server's estimate of the table's row count when the snapshot began.
+    #[serde(default)]
+    pub rows_estimated: u64,
 }

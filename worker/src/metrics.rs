@@ -95,6 +95,7 @@ pub struct Metrics {
     transactions: Family<PipelineLabel, Counter>,
     bytes: Family<PipelineLabel, Counter>,
     snapshot_rows: Family<PipelineLabel, Counter>,
+    snapshot_suppressed: Family<PipelineLabel, Gauge>,
     lag: Family<PipelineLabel, Gauge<f64, AtomicU64>>,
     raft_term: Gauge,
     raft_leader: Gauge,
@@ -126,6 +127,7 @@ impl Metrics {
             transactions: Family::default(),
             bytes: Family::default(),
             snapshot_rows: Family::default(),
+            snapshot_suppressed: Family::default(),
             lag: Family::default(),
             raft_term: Gauge::default(),
             raft_leader: Gauge::default(),
@@ -188,6 +190,11 @@ impl Metrics {
             "pipeline_snapshot_rows",
             "rows read by the initial snapshot",
             self.snapshot_rows.clone(),
+        );
+        r.register(
+            "pipeline_snapshot_suppressed",
+            "streamed row changes the snapshot's cursor gate suppressed (owner, this run)",
+            self.snapshot_suppressed.clone(),
         );
         r.register(
             "pipeline_lag_seconds",
@@ -309,7 +316,12 @@ impl Metrics {
         let label = PipelineLabel {
             pipeline: pipeline.to_string(),
         };
-        for f in [&self.epoch, &self.generation, &self.checkpoint_present] {
+        for f in [
+            &self.epoch,
+            &self.generation,
+            &self.checkpoint_present,
+            &self.snapshot_suppressed,
+        ] {
             f.remove(&label);
         }
         for f in [&self.checkpoint_age, &self.lag] {
@@ -351,6 +363,16 @@ impl Metrics {
         };
         let seconds = self.lag.get(&label)?.get();
         Some((seconds.max(0.0) * 1000.0).round() as u64)
+    }
+
+    /// The snapshot's hook: streamed row changes the cursor gate suppressed so far (their
+    /// rows reach the topic through a later chunk).
+    pub fn set_snapshot_suppressed(&self, pipeline: &str, total: u64) {
+        let label = PipelineLabel {
+            pipeline: pipeline.to_string(),
+        };
+        let gauge = self.snapshot_suppressed.get_or_create(&label);
+        gauge.set(i64::try_from(total).unwrap_or(i64::MAX));
     }
 
     /// The snapshot reader's hook: rows read by the initial snapshot.

@@ -78,6 +78,8 @@ impl NodeControlPlane {
                         .map(|(table, progress)| TableOffset {
                             table: table.clone(),
                             status: progress.status.as_str().to_string(),
+                            rows_done: progress.rows_done,
+                            rows_estimated: progress.rows_estimated,
                         })
                         .collect(),
                 })
@@ -457,6 +459,8 @@ impl ControlPlane for NodeControlPlane {
                         .map(|(table, progress)| TableOffset {
                             table: table.clone(),
                             status: progress.status.as_str().to_string(),
+                            rows_done: progress.rows_done,
+                            rows_estimated: progress.rows_estimated,
                         })
                         .collect(),
                 })

@@ -5,7 +5,9 @@ mod pipeline_runner;
 mod pipeline_spec;
 mod runner_exit;
 mod runner_sink;
+mod runner_snapshot;
 mod runner_supervisor;
+mod snapshot_driver;
 
 pub use pipeline_spec::PipelineSpec;
 pub use runner_supervisor::supervise;

@@ -26,12 +26,15 @@ use capstan_connectors::mysql::{
 };
 use capstan_core::change::{SchemaChange, TableId};
 use capstan_core::position::Position;
+use capstan_core::snapshot::ReadyChunk;
 use capstan_kafka::config::DeliveryMode;
 use capstan_kafka::exactly_once::{
-    Checkpoint, ExactlyOncePublisher, KafkaTransactionalLog, OwnerIdentity, SnapshotProgress,
+    Checkpoint, CheckpointSource, ExactlyOncePublisher, KafkaTransactionalLog, OwnerIdentity,
 };
 use capstan_kafka::publisher::KafkaPublisher;
-use capstan_kafka::record::{BinlogCoordinates, RecordBuilder, RecordContext};
+use capstan_kafka::record::{
+    BinlogCoordinates, KafkaRecord, RecordBuilder, RecordContext, SnapshotChunk,
+};
 use capstan_kafka::Consequence;
 use capstan_raft_store::{Command, Epoch, Response, RunnerState};
 use tokio::sync::{mpsc, watch};
@@ -40,6 +43,7 @@ use tracing::{info, warn};
 use super::pipeline_spec::{CheckedPipelineSpec, StartAt};
 use super::runner_exit::RunnerExit;
 use super::runner_sink::RunnerSink;
+use super::snapshot_driver::{ChunkRows, PreparedSnapshot, ProgressWrite, SnapshotDriver};
 use crate::metrics::Metrics;
 use crate::node::Node;
 
@@ -58,11 +62,11 @@ pub const MAX_BATCH_ROWS: usize = 20_000;
 /// One pipeline incarnation: a name, an owner epoch, a checked definition.
 #[derive(Debug)]
 pub struct PipelineRunner {
-    node: Arc<Node>,
+    pub(super) node: Arc<Node>,
     metrics: Arc<Metrics>,
-    name: String,
-    epoch: Epoch,
-    spec: CheckedPipelineSpec,
+    pub(super) name: String,
+    pub(super) epoch: Epoch,
+    pub(super) spec: CheckedPipelineSpec,
 }
 
 /// Why a step stopped the runner.
@@ -115,8 +119,22 @@ impl PipelineRunner {
 
     async fn stream_inner(&self) -> Step<std::convert::Infallible> {
         self.report(RunnerState::Starting).await?;
+        // the snapshot first: on the first start it commits the stream floor P0 as the
+        // checkpoint, which the start position below then resumes from
+        let mut prepared = match &self.spec.snapshot {
+            Some(snap) => self.snapshot_prepare(snap).await?,
+            None => None,
+        };
         let start = self.start_position().await?;
-        let (mut sink, start) = self.open_sink(start).await?;
+        let (mut sink, start) = self.open_sink(start, prepared.as_mut()).await?;
+        let mut snapshot = match prepared {
+            Some(p) if !p.is_complete() => {
+                let mut driver = SnapshotDriver::new(p).await.map_err(RunnerExit::failed)?;
+                driver.set_kafka_chunks(sink.snapshot_chunks());
+                Some(driver)
+            }
+            _ => None,
+        };
         let assembler = AssemblerConfig {
             filter: self.spec.tables.clone(),
             xa: self.spec.xa,
@@ -125,11 +143,27 @@ impl PipelineRunner {
         let mut source = BinlogSource::start(self.spec.source.clone(), start, assembler)
             .await
             .map_err(|e| RunnerExit::failed(e.code()))?;
+        if let Some(driver) = snapshot.as_mut() {
+            // the chunks must come from the server the stream reads
+            let identity = driver
+                .reader_mut()
+                .server_identity()
+                .await
+                .map_err(|e| RunnerExit::failed(e.code()))?;
+            if identity != source.server_identity() {
+                return Err(RunnerExit::failed("snapshot_source_mismatch"));
+            }
+        }
         let mut options = self.spec.sink.record_options.clone();
         options.flavor = source.flavor();
         let records = RecordBuilder::new(options);
-        self.report(RunnerState::Streaming).await?;
-        info!(pipeline = %self.name, epoch = self.epoch, flavor = %source.flavor(), "streaming");
+        if snapshot.is_some() {
+            self.report(RunnerState::Snapshotting).await?;
+            info!(pipeline = %self.name, epoch = self.epoch, flavor = %source.flavor(), "snapshotting");
+        } else {
+            self.report(RunnerState::Streaming).await?;
+            info!(pipeline = %self.name, epoch = self.epoch, flavor = %source.flavor(), "streaming");
+        }
 
         // The source runs in its own task: reading the binlog is not cancel-safe, the channel
         // is, so the loop below can wake for checkpoint deadlines without tearing a frame.
@@ -149,6 +183,28 @@ impl PipelineRunner {
         let mut last_commit = Instant::now();
         let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
         loop {
+            // a snapshot chunk, when one is due: read while the stream waits in the channel,
+            // so the processed position is at or before the chunk's position G
+            if let Some(driver) = snapshot.as_mut() {
+                if driver.chunk_due_in(!rx.is_empty()) == Some(Duration::ZERO) {
+                    let ready = driver
+                        .read_chunk(&processed)
+                        .await
+                        .map_err(RunnerExit::failed)?;
+                    if ready.is_some() {
+                        let batch = Batch {
+                            items: Vec::new(),
+                            ready,
+                        };
+                        self.deliver(&records, &mut sink, batch, &processed, Some(driver))
+                            .await?;
+                    }
+                }
+            }
+            let wait = snapshot
+                .as_ref()
+                .and_then(|d| d.chunk_due_in(!rx.is_empty()))
+                .unwrap_or(CHECKPOINT_EVERY);
             tokio::select! {
                 item = rx.recv() => {
                     let Some(item) = item else {
@@ -156,27 +212,50 @@ impl PipelineRunner {
                     };
                     // take whatever else is already waiting, up to a bound, and publish it as
                     // one batch: one round of acknowledgements instead of one per transaction
-                    let mut outputs = Vec::new();
-                    let (output, position) = item.map_err(|e| RunnerExit::failed(e.code()))?;
-                    let mut rows = change_count(&output);
-                    outputs.push(output);
-                    processed = position;
-                    while outputs.len() < MAX_BATCH_TX && rows < MAX_BATCH_ROWS {
-                        match rx.try_recv() {
-                            Ok(item) => {
-                                let (output, position) =
-                                    item.map_err(|e| RunnerExit::failed(e.code()))?;
-                                rows += change_count(&output);
-                                outputs.push(output);
-                                processed = position;
+                    let mut items = Vec::new();
+                    let mut rows = 0;
+                    let mut next = Some(item);
+                    while let Some(item) = next.take() {
+                        let (output, position) = match item {
+                            Ok(ok) => ok,
+                            Err(e) => {
+                                if e.code() == "data_gap" {
+                                    if let Some(driver) = snapshot.as_ref() {
+                                        self.snapshot_mark_lost(driver).await;
+                                        return Err(RunnerExit::failed("snapshot_data_gap"));
+                                    }
+                                }
+                                return Err(RunnerExit::failed(e.code()));
                             }
-                            Err(_) => break,
+                        };
+                        rows += change_count(&output);
+                        processed = position.clone();
+                        items.push((output, position));
+                        if items.len() < MAX_BATCH_TX && rows < MAX_BATCH_ROWS {
+                            next = rx.try_recv().ok();
                         }
                     }
-                    self.deliver(&records, &mut sink, &outputs, &processed).await?;
-                    since_commit += outputs.len() as u64;
+                    since_commit += items.len() as u64;
+                    let batch = Batch { items, ready: None };
+                    self.deliver(&records, &mut sink, batch, &processed, snapshot.as_mut())
+                        .await?;
                 }
                 _ = tick.tick() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+            if snapshot.as_ref().is_some_and(SnapshotDriver::is_complete) {
+                if let Some(done) = snapshot.take() {
+                    let (p50, p99) = done.lock_hold_percentiles().unwrap_or_default();
+                    info!(
+                        pipeline = %self.name,
+                        epoch = self.epoch,
+                        suppressed = done.suppressed,
+                        lock_hold_p50_us = p50.as_micros() as u64,
+                        lock_hold_p99_us = p99.as_micros() as u64,
+                        "snapshot complete; streaming"
+                    );
+                }
+                self.report(RunnerState::Streaming).await?;
             }
             let due = since_commit >= CHECKPOINT_EVERY_TX
                 || (since_commit > 0 && last_commit.elapsed() >= CHECKPOINT_EVERY);
@@ -194,14 +273,17 @@ impl PipelineRunner {
         }
     }
 
-    /// Publishes the records of `outputs` (in order) and waits for Kafka's acknowledgement of
-    /// every one of them.
+    /// Publishes the records of a batch (in order; gated by the snapshot while one runs, with
+    /// a chunk at the point its position is processed) and waits for Kafka's acknowledgement
+    /// of every one of them. Around a chunk: its `delivered_pk` is committed to Raft before
+    /// the publish, its `pk_cursor` after.
     async fn deliver(
         &self,
         records: &RecordBuilder,
         sink: &mut RunnerSink,
-        outputs: &[AssemblerOutput],
+        batch_in: Batch,
         position: &Position,
+        mut snapshot: Option<&mut SnapshotDriver>,
     ) -> Step<()> {
         let ctx = RecordContext {
             pipeline: &self.name,
@@ -215,8 +297,22 @@ impl PipelineRunner {
         };
         let mut batch = Vec::new();
         let (mut rows, mut transactions, mut last_commit_micros) = (0u64, 0u64, None);
-        for output in outputs {
-            match output {
+        let Batch { items, mut ready } = batch_in;
+        if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref()) {
+            batch.extend(self.chunk_records(records, chunk, driver, &ctx, &coordinates)?);
+        }
+        if let Some(driver) = snapshot.as_deref_mut() {
+            driver
+                .resolve_weights(items.iter().map(|(o, _)| o))
+                .await
+                .map_err(RunnerExit::failed)?;
+        }
+        for (output, after) in items {
+            let output = match snapshot.as_deref_mut() {
+                Some(driver) => driver.gate(output).map_err(RunnerExit::failed)?,
+                None => output,
+            };
+            match &output {
                 AssemblerOutput::Transaction(tx) => {
                     rows += tx.changes.len() as u64;
                     transactions += 1;
@@ -240,10 +336,29 @@ impl PipelineRunner {
                 AssemblerOutput::SchemaChange { .. } | AssemblerOutput::PositionAdvanced { .. } => {
                 }
             }
+            if let Some(driver) = snapshot.as_deref_mut() {
+                if let Some(chunk) = driver.take_ready(&after) {
+                    batch.extend(self.chunk_records(
+                        records,
+                        &chunk,
+                        driver,
+                        &ctx,
+                        &coordinates,
+                    )?);
+                    ready = Some(chunk);
+                }
+            }
+        }
+        let mut kafka_progress = None;
+        if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref()) {
+            if let Some(write) = driver.progress_before(chunk) {
+                self.progress_write(write).await?;
+            }
+            kafka_progress = Some(driver.kafka_progress(Some(chunk)));
         }
         self.require_lease()?;
         let bytes: u64 = batch.iter().map(|r| r.approximate_size() as u64).sum();
-        sink.publish(batch, position)
+        sink.publish(batch, position, kafka_progress)
             .await
             .map_err(|e| match e.consequence() {
                 Consequence::Fenced => RunnerExit::Fenced {
@@ -253,6 +368,17 @@ impl PipelineRunner {
             })?;
         self.metrics
             .record_published(&self.name, rows, transactions, bytes);
+        if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref_mut()) {
+            self.metrics
+                .record_snapshot_rows(&self.name, chunk.payload.rows.len() as u64);
+            if let Some(write) = driver.published(chunk) {
+                self.progress_write(write).await?;
+            }
+        }
+        if let Some(driver) = snapshot.as_deref() {
+            self.metrics
+                .set_snapshot_suppressed(&self.name, driver.suppressed);
+        }
         if let Some(committed) = last_commit_micros {
             // commit-to-acknowledgement lag of the newest transaction of the batch
             let lag = now_ms().saturating_sub(committed / 1000) as f64 / 1000.0;
@@ -264,7 +390,11 @@ impl PipelineRunner {
     /// Opens the publisher. In exactly-once mode this fences every earlier producer of the
     /// pipeline first, then resumes from whichever of the Kafka offsets record and the Raft
     /// checkpoint is ahead (bringing Raft up to date when it lags).
-    async fn open_sink(&self, start: StartPosition) -> Step<(RunnerSink, StartPosition)> {
+    async fn open_sink(
+        &self,
+        start: StartPosition,
+        snapshot: Option<&mut PreparedSnapshot>,
+    ) -> Step<(RunnerSink, StartPosition)> {
         let sink = &self.spec.sink;
         if sink.delivery == DeliveryMode::AtLeastOnce {
             let publisher =
@@ -302,7 +432,10 @@ impl PipelineRunner {
             },
             Checkpoint {
                 position: raft_position,
-                snapshot: SnapshotProgress::default(),
+                snapshot: snapshot
+                    .as_deref()
+                    .map(PreparedSnapshot::kafka_progress)
+                    .unwrap_or_default(),
             },
         )
         .await
@@ -322,8 +455,24 @@ impl PipelineRunner {
             })
             .await?;
         }
+        let mut progress = plan.checkpoint.snapshot;
+        if let Some(prepared) = snapshot {
+            // a chunk committed in Kafka whose Raft write was lost: Kafka is the authority
+            let from_kafka = matches!(plan.source, CheckpointSource::Kafka);
+            if from_kafka && !progress.tables.is_empty() {
+                for write in prepared
+                    .adopt_kafka(&progress)
+                    .map_err(RunnerExit::failed)?
+                {
+                    self.progress_write(write).await?;
+                }
+            }
+            let chunks = progress.chunks_committed;
+            progress = prepared.kafka_progress();
+            progress.chunks_committed = chunks;
+        }
         Ok((
-            RunnerSink::ExactlyOnce(Box::new(publisher)),
+            RunnerSink::ExactlyOnce(Box::new(publisher), progress),
             StartPosition::Checkpoint(plan.checkpoint.position),
         ))
     }
@@ -351,6 +500,65 @@ impl PipelineRunner {
         })
     }
 
+    /// The records of a chunk: its rows (`op: r`), then the table's completion marker after
+    /// its last chunk.
+    fn chunk_records(
+        &self,
+        records: &RecordBuilder,
+        chunk: &ReadyChunk<ChunkRows>,
+        driver: &SnapshotDriver,
+        ctx: &RecordContext<'_>,
+        coordinates: &BinlogCoordinates<'_>,
+    ) -> Step<Vec<KafkaRecord>> {
+        let table = driver
+            .table(&chunk.table)
+            .ok_or_else(|| RunnerExit::failed("snapshot_table_not_found"))?;
+        // record keys as the stream gives them: the primary key; none for a table keyed
+        // by a unique key only
+        let key: Vec<usize> = if table.key.from_unique_key {
+            Vec::new()
+        } else {
+            table.key.columns.iter().map(|c| c.position).collect()
+        };
+        let done = driver.rows_done(&chunk.table);
+        let chunk_id = format!("{}/{done}", chunk.table);
+        let spec = SnapshotChunk {
+            table: &chunk.table,
+            key: &key,
+            rows: &chunk.payload.rows,
+            chunk_id: &chunk_id,
+            coordinates: *coordinates,
+            last_of_table: chunk.last,
+            last_of_snapshot: chunk.last && driver.is_complete(),
+        };
+        let mut out = records
+            .snapshot_records(&spec, ctx)
+            .map_err(|e| RunnerExit::failed(e.code()))?;
+        if chunk.last {
+            let rows = done + chunk.payload.rows.len() as u64;
+            out.push(
+                records
+                    .snapshot_complete_record(&chunk.table, rows, ctx)
+                    .map_err(|e| RunnerExit::failed(e.code()))?,
+            );
+        }
+        Ok(out)
+    }
+
+    async fn progress_write(&self, write: ProgressWrite) -> Step<()> {
+        self.owner_write(Command::CommitSnapshotProgress {
+            pipeline: self.name.clone(),
+            epoch: self.epoch,
+            table: write.table,
+            pk_cursor: write.pk_cursor,
+            delivered_pk: write.delivered_pk,
+            status: write.status,
+            rows_done: write.rows_done,
+            rows_estimated: write.rows_estimated,
+        })
+        .await
+    }
+
     fn require_lease(&self) -> Step<()> {
         if self.node.holds_lease() {
             Ok(())
@@ -374,7 +582,7 @@ impl PipelineRunner {
     /// A write that only the current owner may make: lease checked first, epoch carried,
     /// fencing answers stop the runner. Retriable Raft errors (no leader for a moment) are
     /// retried while the lease lasts.
-    async fn owner_write(&self, command: Command) -> Step<()> {
+    pub(super) async fn owner_write(&self, command: Command) -> Step<()> {
         loop {
             self.require_lease()?;
             match self.node.write(command.clone()).await {
@@ -408,6 +616,13 @@ fn ddl_is_captured(filter: &TableFilter, change: &SchemaChange) -> bool {
             TableFilter::Only(tables) => tables.iter().any(|t| t.schema == schema),
         },
     }
+}
+
+/// One batch for [`PipelineRunner::deliver`]: stream outputs with the position after each,
+/// and a chunk already due before the first of them.
+struct Batch {
+    items: Vec<(AssemblerOutput, Position)>,
+    ready: Option<ReadyChunk<ChunkRows>>,
 }
 
 /// Row changes an output carries.

@@ -79,9 +79,11 @@ pub enum SnapshotMode {
     /// Never: stream changes only.
     #[default]
     Never,
-    /// Once, before streaming catches up (not available yet).
+    /// Once, at the pipeline's first start, woven into the stream (ADR-0005).
     Initial,
-    /// When there is no usable checkpoint (not available yet).
+    /// Like `initial`, and again whenever the checkpoint is no longer on the server (its
+    /// binlog was purged): the snapshot restarts from a new stream floor instead of halting
+    /// `data_gap`.
     WhenNeeded,
 }
 
@@ -92,12 +94,18 @@ pub struct SnapshotSpec {
     /// `never` (default), `initial` or `when_needed`.
     #[serde(default)]
     pub mode: SnapshotMode,
-    /// Tables to snapshot (default: the captured ones).
+    /// Tables to snapshot, each captured (default: the captured ones; with every table
+    /// captured, the server's base tables outside the system schemas).
     #[serde(default)]
     pub tables: Option<Vec<String>>,
-    /// Rows per chunk (default 4096).
+    /// Rows per chunk (default 4096, at most 1,000,000): bounds memory and what a crash
+    /// re-reads.
     #[serde(default = "default_chunk_size")]
     pub chunk_size: u32,
+    /// A ceiling on snapshot rows read per second (default: none). Chunks also wait while
+    /// the stream has a backlog, so live changes go first.
+    #[serde(default)]
+    pub max_rows_per_second: Option<u32>,
 }
 
 impl Default for SnapshotSpec {
@@ -106,12 +114,30 @@ impl Default for SnapshotSpec {
             mode: SnapshotMode::Never,
             tables: None,
             chunk_size: default_chunk_size(),
+            max_rows_per_second: None,
         }
     }
 }
 
 fn default_chunk_size() -> u32 {
     4096
+}
+
+/// The largest chunk: a chunk is held in memory whole.
+pub const MAX_CHUNK_SIZE: u32 = 1_000_000;
+
+/// The checked snapshot block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckedSnapshot {
+    /// `initial` or `when_needed`.
+    pub mode: SnapshotMode,
+    /// The tables, in reading order; `None`: resolve the captured base tables at the first
+    /// start.
+    pub tables: Option<Vec<TableId>>,
+    /// Rows per chunk.
+    pub chunk_size: u32,
+    /// Rows per second ceiling.
+    pub max_rows_per_second: Option<u32>,
 }
 
 /// Where a pipeline without a checkpoint starts: `"checkpoint"`, `"current"` or
@@ -154,6 +180,8 @@ pub struct CheckedPipelineSpec {
     pub start: StartAt,
     /// Two-phase XA handling.
     pub xa: XaMode,
+    /// The initial snapshot; `None` for `mode: never`.
+    pub snapshot: Option<CheckedSnapshot>,
 }
 
 /// A refused pipeline definition.
@@ -209,21 +237,7 @@ impl PipelineSpec {
             PipelineSpecError::new(field, format!("{e} ({})", e.code()))
         })?;
         let tables = self.tables.to_filter()?;
-        match self.snapshot.mode {
-            SnapshotMode::Never => {}
-            SnapshotMode::Initial | SnapshotMode::WhenNeeded => {
-                return Err(PipelineSpecError::new(
-                    "snapshot.mode",
-                    "the initial snapshot is not available yet; use `never`",
-                ))
-            }
-        }
-        if self.snapshot.chunk_size == 0 {
-            return Err(PipelineSpecError::new(
-                "snapshot.chunk_size",
-                "must be positive",
-            ));
-        }
+        let snapshot = self.snapshot.check(&tables)?;
         let flavor = match self.source.flavor {
             FlavorChoice::Mariadb => Some(Flavor::Mariadb),
             FlavorChoice::Mysql => Some(Flavor::Mysql),
@@ -260,6 +274,22 @@ impl PipelineSpec {
                 max_prepared: self.max_prepared_transactions as usize,
             },
         };
+        if snapshot.is_some() && matches!(start, StartAt::Position(_)) {
+            return Err(PipelineSpecError::new(
+                "start_position",
+                "a snapshot starts the stream at its own floor; use `checkpoint` or `current`",
+            ));
+        }
+        let when_needed = snapshot
+            .as_ref()
+            .is_some_and(|s| s.mode == SnapshotMode::WhenNeeded);
+        if when_needed && sink.delivery == capstan_kafka::config::DeliveryMode::ExactlyOnce {
+            return Err(PipelineSpecError::new(
+                "snapshot.mode",
+                "when_needed is not available with exactly_once delivery (a re-snapshot \
+                 moves the position back, which the offsets record refuses); use initial",
+            ));
+        }
         Ok(CheckedPipelineSpec {
             name: self.name.clone(),
             source,
@@ -267,7 +297,76 @@ impl PipelineSpec {
             sink,
             start,
             xa,
+            snapshot,
         })
+    }
+}
+
+impl SnapshotSpec {
+    fn check(&self, captured: &TableFilter) -> Result<Option<CheckedSnapshot>, PipelineSpecError> {
+        if self.chunk_size == 0 || self.chunk_size > MAX_CHUNK_SIZE {
+            return Err(PipelineSpecError::new(
+                "snapshot.chunk_size",
+                format!("must be 1 to {MAX_CHUNK_SIZE}"),
+            ));
+        }
+        if self.max_rows_per_second == Some(0) {
+            return Err(PipelineSpecError::new(
+                "snapshot.max_rows_per_second",
+                "must be positive (omit it for no ceiling)",
+            ));
+        }
+        if self.mode == SnapshotMode::Never {
+            if self.tables.is_some() {
+                return Err(PipelineSpecError::new(
+                    "snapshot.tables",
+                    "needs `mode` initial or when_needed",
+                ));
+            }
+            return Ok(None);
+        }
+        let tables = match (&self.tables, captured) {
+            (Some(names), _) => {
+                if names.is_empty() {
+                    return Err(PipelineSpecError::new(
+                        "snapshot.tables",
+                        "must name at least one table (omit it to snapshot the captured ones)",
+                    ));
+                }
+                let mut seen = HashSet::new();
+                let mut tables = Vec::with_capacity(names.len());
+                for (i, name) in names.iter().enumerate() {
+                    let field = format!("snapshot.tables[{i}]");
+                    let table = match name.split_once('.') {
+                        Some((s, t)) if !s.is_empty() && !t.is_empty() => TableId::new(s, t),
+                        _ => return Err(PipelineSpecError::new(field, "must be `schema.table`")),
+                    };
+                    if !captured.admits(&table) {
+                        return Err(PipelineSpecError::new(
+                            field,
+                            "is not captured by `tables` (snapshot_table_not_captured)",
+                        ));
+                    }
+                    if !seen.insert(table.clone()) {
+                        return Err(PipelineSpecError::new(field, "is listed twice"));
+                    }
+                    tables.push(table);
+                }
+                Some(tables)
+            }
+            (None, TableFilter::Only(set)) => {
+                let mut tables: Vec<TableId> = set.iter().cloned().collect();
+                tables.sort();
+                Some(tables)
+            }
+            (None, TableFilter::All | TableFilter::AllExcept(_)) => None,
+        };
+        Ok(Some(CheckedSnapshot {
+            mode: self.mode,
+            tables,
+            chunk_size: self.chunk_size,
+            max_rows_per_second: self.max_rows_per_second,
+        }))
     }
 }
 
@@ -426,7 +525,32 @@ mod tests {
                 json!({"include": ["a.b"], "exclude": ["c.d"]}),
                 "tables.exclude",
             ),
-            ("/snapshot", json!({"mode": "initial"}), "snapshot.mode"),
+            ("/snapshot", json!({"mode": "sometimes"}), "snapshot.mode"),
+            (
+                "/snapshot",
+                json!({"mode": "initial", "chunk_size": 0}),
+                "snapshot.chunk_size",
+            ),
+            (
+                "/snapshot",
+                json!({"mode": "initial", "tables": ["shop.audit"]}),
+                "snapshot.tables[0]",
+            ),
+            (
+                "/snapshot",
+                json!({"mode": "initial", "tables": ["shop.orders", "shop.orders"]}),
+                "snapshot.tables[1]",
+            ),
+            (
+                "/snapshot",
+                json!({"mode": "initial", "max_rows_per_second": 0}),
+                "snapshot.max_rows_per_second",
+            ),
+            (
+                "/snapshot",
+                json!({"mode": "initial", "chunk": 5}),
+                "snapshot.chunk",
+            ),
             (
                 "/start_position",
                 json!({"gtids": "nope"}),
@@ -447,6 +571,47 @@ mod tests {
         let mut v = good();
         v["source"].as_object_mut().unwrap().remove("tls");
         assert_eq!(err(v).field, "source.tls.mode");
+    }
+
+    #[test]
+    fn snapshot_tables_default_to_the_captured_ones() {
+        let mut v = good();
+        v["snapshot"] = json!({"mode": "initial"});
+        let spec = PipelineSpec::from_json(v).unwrap().validate().unwrap();
+        let snap = spec.snapshot.unwrap();
+        assert_eq!(
+            snap.tables,
+            Some(vec![
+                TableId::new("shop", "items"),
+                TableId::new("shop", "orders")
+            ])
+        );
+        assert_eq!((snap.chunk_size, snap.mode), (4096, SnapshotMode::Initial));
+        // every table captured: resolved at the first start
+        let mut v = good();
+        v["tables"] = json!({});
+        v["snapshot"] = json!({"mode": "when_needed", "chunk_size": 10});
+        let spec = PipelineSpec::from_json(v).unwrap().validate().unwrap();
+        assert_eq!(spec.snapshot.unwrap().tables, None);
+        let spec = PipelineSpec::from_json(good()).unwrap().validate().unwrap();
+        assert!(spec.snapshot.is_none());
+    }
+
+    #[test]
+    fn snapshot_refuses_an_explicit_start_and_when_needed_with_exactly_once() {
+        let mut v = good();
+        v["snapshot"] = json!({"mode": "initial"});
+        v["start_position"] = json!({"gtids": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"});
+        assert_eq!(err(v).field, "start_position");
+        let mut v = good();
+        v["snapshot"] = json!({"mode": "when_needed"});
+        v["kafka"]["delivery"] = json!("exactly_once");
+        assert_eq!(err(v).field, "snapshot.mode");
+        let mut v = good();
+        v["snapshot"] = json!({"mode": "initial"});
+        v["kafka"]["delivery"] = json!("exactly_once");
+        v["start_position"] = json!("current");
+        assert!(PipelineSpec::from_json(v).unwrap().validate().is_ok());
     }
 
     #[test]

@@ -14,28 +14,42 @@ use capstan_kafka::SinkError;
 pub enum RunnerSink {
     /// Idempotent producer; a batch is done when every record is acknowledged.
     AtLeastOnce(KafkaPublisher),
-    /// Transactional producer; a batch is done when its Kafka transaction committed.
-    ExactlyOnce(Box<ExactlyOncePublisher<KafkaTransactionalProducer>>),
+    /// Transactional producer; a batch is done when its Kafka transaction committed. The
+    /// snapshot progress last published rides along in every later offsets record.
+    ExactlyOnce(
+        Box<ExactlyOncePublisher<KafkaTransactionalProducer>>,
+        SnapshotProgress,
+    ),
 }
 
 impl std::fmt::Debug for RunnerSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RunnerSink::AtLeastOnce(_) => f.write_str("RunnerSink::AtLeastOnce"),
-            RunnerSink::ExactlyOnce(p) => write!(f, "RunnerSink::ExactlyOnce({p:?})"),
+            RunnerSink::ExactlyOnce(p, _) => write!(f, "RunnerSink::ExactlyOnce({p:?})"),
         }
     }
 }
 
 impl RunnerSink {
+    /// Exactly-once: the snapshot chunks counted in the last offsets record (0 otherwise).
+    pub fn snapshot_chunks(&self) -> u64 {
+        match self {
+            RunnerSink::AtLeastOnce(_) => 0,
+            RunnerSink::ExactlyOnce(_, last) => last.chunks_committed,
+        }
+    }
+
     /// Publishes `records`, which bring the processed position to `position`. In exactly-once
     /// mode the batch and the offsets record naming `position` commit atomically; a batch
     /// without records is still committed there, so the offsets record keeps up with
-    /// filtered traffic.
+    /// filtered traffic. `snapshot` is the snapshot progress once this batch is published
+    /// (exactly-once: committed with it; `None` keeps the last one).
     pub async fn publish(
         &mut self,
         records: Vec<KafkaRecord>,
         position: &Position,
+        snapshot: Option<SnapshotProgress>,
     ) -> Result<(), SinkError> {
         match self {
             RunnerSink::AtLeastOnce(p) => {
@@ -44,12 +58,14 @@ impl RunnerSink {
                 }
                 p.publish(records).await
             }
-            RunnerSink::ExactlyOnce(p) => {
+            RunnerSink::ExactlyOnce(p, last) => {
                 let checkpoint = Checkpoint {
                     position: position.clone(),
-                    snapshot: SnapshotProgress::default(),
+                    snapshot: snapshot.unwrap_or_else(|| last.clone()),
                 };
-                p.publish(&records, &checkpoint).await
+                p.publish(&records, &checkpoint).await?;
+                *last = checkpoint.snapshot;
+                Ok(())
             }
         }
     }

@@ -1,0 +1,242 @@
+//! The runner's snapshot start-up: decide whether a snapshot runs, bootstrap its stream
+//! floor P0 in Raft on the first start, check that the configured table set still matches
+//! the stored progress, re-snapshot a lost position in `when_needed` mode, and build the
+//! [`SnapshotDriver`] at the stored cursors.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use capstan_connectors::mysql::snapshot::{KeyKind, SnapshotReader};
+use capstan_connectors::mysql::{check_resume, SourceClient, SourceError};
+use capstan_core::change::TableId;
+use capstan_core::snapshot::TableStatus;
+use capstan_raft_store::{Command, SnapshotTableStatus, TableProgress};
+use tracing::info;
+
+use super::pipeline_runner::PipelineRunner;
+use super::pipeline_spec::{CheckedSnapshot, SnapshotMode};
+use super::runner_exit::RunnerExit;
+use super::snapshot_driver::{key_parts, PreparedSnapshot, SnapshotDriver, TableRun};
+
+type Step<T> = Result<T, RunnerExit>;
+
+fn halt(code: &str) -> RunnerExit {
+    RunnerExit::failed(code)
+}
+
+/// `schema.table` back to a table id (the schema is everything before the first dot).
+fn table_id(name: &str) -> Step<TableId> {
+    match name.split_once('.') {
+        Some((s, t)) => Ok(TableId::new(s, t)),
+        None => Err(halt("snapshot_config_drifted")),
+    }
+}
+
+impl PipelineRunner {
+    /// Prepares the snapshot: `None` when it is complete.
+    pub(super) async fn snapshot_prepare(
+        &self,
+        snap: &CheckedSnapshot,
+    ) -> Step<Option<PreparedSnapshot>> {
+        let mut reader = SnapshotReader::open(&self.spec.source)
+            .await
+            .map_err(|e| halt(e.code()))?;
+        let (checkpoint, stored) = self
+            .node
+            .state
+            .read(|s| {
+                s.pipeline(&self.name)
+                    .map(|r| (r.checkpoint().cloned(), r.snapshot_progress().clone()))
+            })
+            .unwrap_or_default();
+        let progress: BTreeMap<String, TableProgress> = match checkpoint {
+            None => self.snapshot_begin(&mut reader, snap, None).await?,
+            Some(_) if stored.is_empty() => {
+                // streamed before without a snapshot: the table set is already decided
+                return Err(halt("snapshot_config_drifted"));
+            }
+            Some(checkpoint) => {
+                let stored_ids: Vec<TableId> =
+                    stored.keys().map(|n| table_id(n)).collect::<Step<_>>()?;
+                if let Some(configured) = &snap.tables {
+                    let a: HashSet<&TableId> = configured.iter().collect();
+                    let b: HashSet<&TableId> = stored_ids.iter().collect();
+                    if a != b {
+                        return Err(halt("snapshot_config_drifted"));
+                    }
+                }
+                let incomplete = stored
+                    .values()
+                    .any(|p| p.status != SnapshotTableStatus::Complete);
+                let needs_again = stored
+                    .values()
+                    .any(|p| p.status == SnapshotTableStatus::NeedsResnapshot);
+                let lost = snap.mode == SnapshotMode::WhenNeeded
+                    && self.position_lost(&checkpoint).await?;
+                if needs_again || lost {
+                    if snap.mode != SnapshotMode::WhenNeeded {
+                        return Err(halt("snapshot_needs_resnapshot"));
+                    }
+                    info!(pipeline = %self.name, epoch = self.epoch, "re-snapshot: the checkpoint is no longer on the server");
+                    let order = snap.tables.clone().unwrap_or(stored_ids);
+                    self.snapshot_begin(&mut reader, snap, Some(order)).await?
+                } else if !incomplete {
+                    return Ok(None);
+                } else {
+                    stored
+                }
+            }
+        };
+        let order: Vec<TableId> = match &snap.tables {
+            Some(t) => t.clone(),
+            None => progress.keys().map(|n| table_id(n)).collect::<Step<_>>()?,
+        };
+        let mut tables = HashMap::new();
+        let mut status = HashMap::new();
+        for id in &order {
+            let p = progress
+                .get(&id.to_string())
+                .ok_or_else(|| halt("snapshot_config_drifted"))?;
+            let st = match p.status {
+                SnapshotTableStatus::Pending => TableStatus::Pending,
+                SnapshotTableStatus::InProgress => TableStatus::InProgress,
+                SnapshotTableStatus::Complete => TableStatus::Complete,
+                SnapshotTableStatus::NeedsResnapshot => {
+                    return Err(halt("snapshot_needs_resnapshot"))
+                }
+            };
+            status.insert(id.clone(), st);
+            let described = reader.describe(id).await.map_err(|e| halt(e.code()))?;
+            if st != TableStatus::Complete {
+                for column in &described.key.columns {
+                    if matches!(column.kind, KeyKind::Text { .. }) {
+                        reader
+                            .check_collation_order(column)
+                            .await
+                            .map_err(|e| halt(e.code()))?;
+                    }
+                }
+            }
+            let raw_cursor = p
+                .pk_cursor
+                .as_ref()
+                .map(key_parts)
+                .transpose()
+                .map_err(halt)?;
+            let raw_delivered = p
+                .delivered_pk
+                .as_ref()
+                .map(key_parts)
+                .transpose()
+                .map_err(halt)?;
+            for raw in [&raw_cursor, &raw_delivered].into_iter().flatten() {
+                if !described.key.accepts(raw) {
+                    return Err(halt("snapshot_schema_drifted"));
+                }
+            }
+            tables.insert(
+                id.clone(),
+                TableRun::new(
+                    described,
+                    raw_cursor,
+                    raw_delivered,
+                    p.rows_done,
+                    p.rows_estimated,
+                ),
+            );
+        }
+        Ok(Some(PreparedSnapshot {
+            reader,
+            order,
+            tables,
+            status,
+            chunk_size: snap.chunk_size,
+            max_rows_per_second: snap.max_rows_per_second,
+        }))
+    }
+
+    /// First start (or a re-snapshot): resolve and check the tables, read P0 and commit it
+    /// with the pending table set in one Raft write.
+    async fn snapshot_begin(
+        &self,
+        reader: &mut SnapshotReader,
+        snap: &CheckedSnapshot,
+        order: Option<Vec<TableId>>,
+    ) -> Step<BTreeMap<String, TableProgress>> {
+        let order = match order.or_else(|| snap.tables.clone()) {
+            Some(t) => t,
+            None => reader
+                .resolve_all_tables(&self.spec.tables)
+                .await
+                .map_err(|e| halt(e.code()))?,
+        };
+        let mut tables = Vec::with_capacity(order.len());
+        for id in &order {
+            // refusals (no usable key, an unsupported key type) come before anything is written
+            let described = reader.describe(id).await.map_err(|e| halt(e.code()))?;
+            tables.push((id.to_string(), described.estimated_rows));
+        }
+        // P0: read strictly before the first chunk; the stream starts here
+        let p0 = reader
+            .executed_position()
+            .await
+            .map_err(|e| halt(e.code()))?;
+        self.owner_write(Command::BeginSnapshot {
+            pipeline: self.name.clone(),
+            epoch: self.epoch,
+            position: p0,
+            tables: tables.clone(),
+        })
+        .await?;
+        info!(pipeline = %self.name, epoch = self.epoch, tables = tables.len(), "snapshot begun");
+        Ok(tables
+            .into_iter()
+            .map(|(name, rows_estimated)| {
+                let p = TableProgress {
+                    rows_estimated,
+                    ..TableProgress::pending()
+                };
+                (name, p)
+            })
+            .collect())
+    }
+
+    /// True when resuming from `checkpoint` would skip purged binlog.
+    async fn position_lost(&self, checkpoint: &capstan_core::position::Position) -> Step<bool> {
+        let mut client = SourceClient::open(&self.spec.source, self.spec.source.stream_timeout)
+            .await
+            .map_err(|e| halt(e.code()))?;
+        let positions = client.positions().await.map_err(|e| halt(e.code()))?;
+        match check_resume(checkpoint, &positions) {
+            Ok(()) => Ok(false),
+            Err(SourceError::DataGap) => Ok(true),
+            Err(e) => Err(halt(e.code())),
+        }
+    }
+
+    /// The binlog the snapshot needs was purged: mark every incomplete table for a
+    /// re-snapshot (best effort: the halt follows either way).
+    pub(super) async fn snapshot_mark_lost(&self, driver: &SnapshotDriver) {
+        for id in driver.tables() {
+            let name = id.to_string();
+            let p = self.node.state.read(|s| {
+                s.pipeline(&self.name)
+                    .and_then(|r| r.table_progress(&name).cloned())
+            });
+            let Some(p) = p.filter(|p| p.status != SnapshotTableStatus::Complete) else {
+                continue;
+            };
+            let _ = self
+                .owner_write(Command::CommitSnapshotProgress {
+                    pipeline: self.name.clone(),
+                    epoch: self.epoch,
+                    table: name,
+                    pk_cursor: p.pk_cursor,
+                    delivered_pk: p.delivered_pk,
+                    status: SnapshotTableStatus::NeedsResnapshot,
+                    rows_done: p.rows_done,
+                    rows_estimated: p.rows_estimated,
+                })
+                .await;
+        }
+    }
+}

@@ -1,0 +1,626 @@
+//! The owner-side half of the initial snapshot (ADR-0005): reads chunks through the snapshot
+//! reader, turns keys into the gate's order-preserving encoding (string keys by the server's
+//! collation weights), gates the stream's transactions, and says when a chunk is due and when
+//! it may be published. The decisions themselves are the pure
+//! [`SnapshotSession`]/[`CursorGate`](capstan_core::snapshot::CursorGate) of the core crate.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use capstan_connectors::mysql::snapshot::{KeyKind, KeyPart, SnapshotReader, SnapshotTable};
+use capstan_connectors::mysql::AssemblerOutput;
+use capstan_core::change::{Change, Op, Row, SchemaChange, TableId};
+use capstan_core::position::Position;
+use capstan_core::snapshot::{
+    KeyComponent, ReadyChunk, RowKeys, SessionError, SnapshotKey, SnapshotSession, TableStatus,
+};
+use capstan_kafka::exactly_once::{SnapshotProgress, TableProgress as KafkaTableProgress};
+use capstan_raft_store::{KeyBytes, SnapshotTableStatus};
+
+/// While the stream has a backlog, at most one chunk per this interval: live changes first.
+pub const BACKLOG_CHUNK_INTERVAL: Duration = Duration::from_millis(250);
+/// Cached collation weights, over all tables, before the cache starts over.
+const MAX_CACHED_WEIGHTS: usize = 200_000;
+
+/// The rows of a chunk read and not yet published.
+#[derive(Debug)]
+pub struct ChunkRows {
+    /// The rows, in key order.
+    pub rows: Vec<Row>,
+    /// The raw key of the last row.
+    pub raw_end: Option<Vec<KeyPart>>,
+}
+
+/// One table of the snapshot as this runner drives it.
+#[derive(Debug)]
+pub struct TableRun {
+    /// What the reader described.
+    pub table: SnapshotTable,
+    /// Raw key of the last published row.
+    pub raw_cursor: Option<Vec<KeyPart>>,
+    /// Raw key of the last row that may have been published (ahead after a crash).
+    pub raw_delivered: Option<Vec<KeyPart>>,
+    /// Rows published so far.
+    pub rows_done: u64,
+    /// The server's estimate.
+    pub rows_estimated: u64,
+    /// Collation weights per key column index, for string keys.
+    weights: HashMap<usize, HashMap<Vec<u8>, Vec<u8>>>,
+}
+
+impl TableRun {
+    /// A table at its stored progress.
+    pub fn new(
+        table: SnapshotTable,
+        raw_cursor: Option<Vec<KeyPart>>,
+        raw_delivered: Option<Vec<KeyPart>>,
+        rows_done: u64,
+        rows_estimated: u64,
+    ) -> Self {
+        TableRun {
+            table,
+            raw_cursor,
+            raw_delivered,
+            rows_done,
+            rows_estimated,
+            weights: HashMap::new(),
+        }
+    }
+}
+
+/// A progress write for Raft.
+#[derive(Clone, Debug)]
+pub struct ProgressWrite {
+    /// `schema.table`.
+    pub table: String,
+    /// Encoded raw key of the last published row.
+    pub pk_cursor: Option<KeyBytes>,
+    /// Encoded raw key of the last row that may be published.
+    pub delivered_pk: Option<KeyBytes>,
+    /// The table's status.
+    pub status: SnapshotTableStatus,
+    /// Rows published.
+    pub rows_done: u64,
+    /// The estimate.
+    pub rows_estimated: u64,
+}
+
+/// Why the snapshot halts (a value-free code).
+pub type Halt = &'static str;
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct SnapshotDriver {
+    reader: SnapshotReader,
+    session: SnapshotSession<ChunkRows>,
+    tables: HashMap<TableId, TableRun>,
+    chunk_size: u32,
+    max_rows_per_second: Option<u32>,
+    next_read: Instant,
+    last_read: Option<Instant>,
+    cached_weights: usize,
+    kafka_chunks: u64,
+    /// Streamed row changes suppressed by the gate so far.
+    pub suppressed: u64,
+    /// Lock hold times of the chunks read (MySQL), for the status log.
+    pub lock_holds: Vec<Duration>,
+}
+
+/// The raw key as stored in Raft and in the exactly-once offsets record.
+pub fn key_bytes(parts: &[KeyPart]) -> Option<KeyBytes> {
+    serde_json::to_vec(parts).ok().map(KeyBytes::new)
+}
+
+/// The raw key back from its stored form.
+pub fn key_parts(bytes: &KeyBytes) -> Result<Vec<KeyPart>, Halt> {
+    serde_json::from_slice(bytes.as_bytes()).map_err(|_| "snapshot_cursor_unreadable")
+}
+
+/// A snapshot ready to start: the reader, the tables at their stored progress.
+#[derive(Debug)]
+pub struct PreparedSnapshot {
+    /// The chunk reader (its connection stays open).
+    pub reader: SnapshotReader,
+    /// The tables, in reading order.
+    pub order: Vec<TableId>,
+    /// Each table at its stored progress.
+    pub tables: HashMap<TableId, TableRun>,
+    /// Each table's status.
+    pub status: HashMap<TableId, TableStatus>,
+    /// Rows per chunk.
+    pub chunk_size: u32,
+    /// Rows per second ceiling.
+    pub max_rows_per_second: Option<u32>,
+}
+
+impl PreparedSnapshot {
+    /// The progress as the exactly-once offsets record carries it (no chunk counter: the
+    /// record's own counter orders records).
+    pub fn kafka_progress(&self) -> SnapshotProgress {
+        let tables = self
+            .order
+            .iter()
+            .filter_map(|id| {
+                let run = self.tables.get(id)?;
+                let complete = self.status.get(id) == Some(&TableStatus::Complete);
+                let cursor = run
+                    .raw_cursor
+                    .as_ref()
+                    .and_then(|c| serde_json::to_value(c).ok());
+                Some((id.to_string(), KafkaTableProgress { cursor, complete }))
+            })
+            .collect();
+        SnapshotProgress {
+            chunks_committed: 0,
+            tables,
+        }
+    }
+
+    /// Exactly-once: the offsets record committed in Kafka is ahead of Raft (a chunk was
+    /// published and its Raft write lost). Adopts its cursors; returns the Raft writes that
+    /// bring Raft up to date.
+    pub fn adopt_kafka(&mut self, kafka: &SnapshotProgress) -> Result<Vec<ProgressWrite>, Halt> {
+        let mut writes = Vec::new();
+        for (name, progress) in &kafka.tables {
+            let Some(id) = self.order.iter().find(|t| t.to_string() == *name).cloned() else {
+                return Err("snapshot_config_drifted");
+            };
+            let run = self.tables.get_mut(&id).ok_or("snapshot_config_drifted")?;
+            let cursor: Option<Vec<KeyPart>> = match &progress.cursor {
+                Some(v) => Some(
+                    serde_json::from_value(v.clone()).map_err(|_| "snapshot_cursor_unreadable")?,
+                ),
+                None => None,
+            };
+            let status = if progress.complete {
+                TableStatus::Complete
+            } else if cursor.is_some() {
+                TableStatus::InProgress
+            } else {
+                TableStatus::Pending
+            };
+            let changed = cursor != run.raw_cursor || self.status.get(&id) != Some(&status);
+            if !changed {
+                continue;
+            }
+            run.raw_cursor = cursor.clone();
+            run.raw_delivered = cursor;
+            self.status.insert(id.clone(), status);
+            writes.push(ProgressWrite {
+                table: name.clone(),
+                pk_cursor: run.raw_cursor.as_deref().and_then(key_bytes),
+                delivered_pk: run.raw_delivered.as_deref().and_then(key_bytes),
+                status: match status {
+                    TableStatus::Complete => SnapshotTableStatus::Complete,
+                    TableStatus::InProgress => SnapshotTableStatus::InProgress,
+                    TableStatus::Pending => SnapshotTableStatus::Pending,
+                },
+                rows_done: run.rows_done,
+                rows_estimated: run.rows_estimated,
+            });
+        }
+        Ok(writes)
+    }
+
+    /// True when every table is complete.
+    pub fn is_complete(&self) -> bool {
+        self.status.values().all(|s| *s == TableStatus::Complete)
+    }
+}
+
+impl SnapshotDriver {
+    /// A driver from a prepared snapshot; table cursors are encoded here, which for string
+    /// keys asks the server for weights.
+    pub async fn new(prepared: PreparedSnapshot) -> Result<Self, Halt> {
+        let PreparedSnapshot {
+            mut reader,
+            order,
+            mut tables,
+            status,
+            chunk_size,
+            max_rows_per_second,
+        } = prepared;
+        let mut gate = capstan_core::snapshot::CursorGate::new();
+        for id in &order {
+            let run = tables.get_mut(id).ok_or("snapshot_table_not_found")?;
+            let pk_cursor = match run.raw_cursor.clone() {
+                Some(raw) => Some(encode(&mut reader, run, &raw).await?),
+                None => None,
+            };
+            let delivered_pk = match run.raw_delivered.clone() {
+                Some(raw) => Some(encode(&mut reader, run, &raw).await?),
+                None => None,
+            };
+            let status = status.get(id).copied().unwrap_or(TableStatus::Pending);
+            gate.track(
+                id.clone(),
+                capstan_core::snapshot::TableCursor {
+                    status,
+                    pk_cursor,
+                    delivered_pk,
+                },
+            );
+        }
+        Ok(SnapshotDriver {
+            reader,
+            session: SnapshotSession::new(order, gate),
+            tables,
+            chunk_size,
+            max_rows_per_second,
+            next_read: Instant::now(),
+            last_read: None,
+            cached_weights: 0,
+            kafka_chunks: 0,
+            suppressed: 0,
+            lock_holds: Vec::new(),
+        })
+    }
+
+    /// True when every table is complete.
+    pub fn is_complete(&self) -> bool {
+        self.session.is_complete()
+    }
+
+    /// The tables in reading order.
+    pub fn tables(&self) -> &[TableId] {
+        self.session.tables()
+    }
+
+    /// The reader (for the source identity check).
+    pub fn reader_mut(&mut self) -> &mut SnapshotReader {
+        &mut self.reader
+    }
+
+    /// How long until the next chunk should be read: `Some(ZERO)` now, `None` when no chunk
+    /// is wanted (one waits for its position, or the snapshot is complete).
+    pub fn chunk_due_in(&self, backlog: bool) -> Option<Duration> {
+        self.session.next_table()?;
+        let now = Instant::now();
+        let mut due = self.next_read;
+        if backlog {
+            if let Some(last) = self.last_read {
+                due = due.max(last + BACKLOG_CHUNK_INTERVAL);
+            }
+        }
+        Some(due.saturating_duration_since(now))
+    }
+
+    /// Reads the next chunk (the caller has paused the stream at `processed`, so
+    /// `processed` ⊆ G) and returns it if it may be published at once.
+    pub async fn read_chunk(
+        &mut self,
+        processed: &Position,
+    ) -> Result<Option<ReadyChunk<ChunkRows>>, Halt> {
+        let Some(id) = self.session.next_table().cloned() else {
+            return Ok(None);
+        };
+        let run = self.tables.get_mut(&id).ok_or("snapshot_table_not_found")?;
+        let chunk = self
+            .reader
+            .read_chunk(&run.table, run.raw_cursor.as_deref(), self.chunk_size)
+            .await
+            .map_err(|e| e.code())?;
+        let raw_end = match chunk.rows.last() {
+            Some(row) => Some(run.table.key.key_of(row).map_err(|e| e.code())?),
+            None => None,
+        };
+        let end = match &raw_end {
+            Some(raw) => Some(encode(&mut self.reader, run, raw).await?),
+            None => None,
+        };
+        let now = Instant::now();
+        self.last_read = Some(now);
+        if let Some(limit) = self.max_rows_per_second {
+            let secs = chunk.rows.len() as f64 / f64::from(limit.max(1));
+            self.next_read = now + Duration::from_secs_f64(secs);
+        }
+        if let Some(held) = chunk.lock_held {
+            self.lock_holds.push(held);
+        }
+        let rows = ChunkRows {
+            rows: chunk.rows,
+            raw_end,
+        };
+        self.session
+            .chunk_read(id, chunk.position, end, chunk.last, rows)
+            .map_err(|e| match e {
+                SessionError::CursorNotAdvanced => "snapshot_cursor_not_advanced",
+                SessionError::ChunkPending | SessionError::NotNextTable => "snapshot_internal",
+            })?;
+        Ok(self.session.take_ready(processed))
+    }
+
+    /// The waiting chunk, if `processed` covers its position.
+    pub fn take_ready(&mut self, processed: &Position) -> Option<ReadyChunk<ChunkRows>> {
+        self.session.take_ready(processed)
+    }
+
+    /// Asks the server for the collation weights of every string key in `outputs` of a
+    /// gated table that is not cached yet (one round trip per key column).
+    pub async fn resolve_weights<'o>(
+        &mut self,
+        outputs: impl IntoIterator<Item = &'o AssemblerOutput>,
+    ) -> Result<(), Halt> {
+        let mut wanted: HashMap<(TableId, usize), HashSet<Vec<u8>>> = HashMap::new();
+        for output in outputs {
+            let AssemblerOutput::Transaction(tx) = output else {
+                continue;
+            };
+            for change in &tx.changes {
+                if !self.session.gate().is_gated(&change.table) {
+                    continue;
+                }
+                let Some(run) = self.tables.get(&*change.table) else {
+                    continue;
+                };
+                for row in [&change.before, &change.after].into_iter().flatten() {
+                    let parts = run.table.key.key_of(row).map_err(|e| e.code())?;
+                    for (i, part) in parts.into_iter().enumerate() {
+                        if let KeyPart::Text(bytes) = part {
+                            let cached =
+                                run.weights.get(&i).is_some_and(|m| m.contains_key(&bytes));
+                            if !cached {
+                                wanted
+                                    .entry(((*change.table).clone(), i))
+                                    .or_default()
+                                    .insert(bytes);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for ((table, i), values) in wanted {
+            let run = self
+                .tables
+                .get_mut(&table)
+                .ok_or("snapshot_table_not_found")?;
+            let values: Vec<Vec<u8>> = values.into_iter().collect();
+            self.cached_weights += values.len();
+            fetch_weights(&mut self.reader, run, i, values).await?;
+        }
+        if self.cached_weights > MAX_CACHED_WEIGHTS {
+            for run in self.tables.values_mut() {
+                run.weights.clear();
+            }
+            self.cached_weights = 0;
+        }
+        Ok(())
+    }
+
+    /// Gates one stream output: suppressed changes are removed (the transaction still
+    /// advances the position), key-changing updates may be cut to one half. A DDL statement
+    /// on a table being snapshotted halts.
+    pub fn gate(&mut self, output: AssemblerOutput) -> Result<AssemblerOutput, Halt> {
+        match output {
+            AssemblerOutput::Transaction(mut tx) => {
+                if !tx
+                    .changes
+                    .iter()
+                    .any(|c| self.session.gate().is_gated(&c.table))
+                {
+                    return Ok(AssemblerOutput::Transaction(tx));
+                }
+                let changes = std::mem::take(&mut tx.changes);
+                let mut kept = Vec::with_capacity(changes.len());
+                for change in changes {
+                    if !self.session.gate().is_gated(&change.table) {
+                        kept.push(change);
+                        continue;
+                    }
+                    let verdict = self.verdict(&change)?;
+                    if verdict != capstan_core::snapshot::Verdict::Forward {
+                        self.suppressed += 1;
+                    }
+                    kept.extend(verdict.apply(change));
+                }
+                tx.changes = kept;
+                Ok(AssemblerOutput::Transaction(tx))
+            }
+            AssemblerOutput::SchemaChange { ref change, .. } if self.touches_gated(change) => {
+                Err("snapshot_schema_drifted")
+            }
+            other => Ok(other),
+        }
+    }
+
+    fn touches_gated(&self, change: &SchemaChange) -> bool {
+        let Some(schema) = change.schema.as_deref() else {
+            return false;
+        };
+        self.session.tables().iter().any(|t| {
+            self.session.gate().is_gated(t)
+                && t.schema == schema
+                && change.table.as_deref().is_none_or(|name| name == t.table)
+        })
+    }
+
+    fn verdict(&self, change: &Change) -> Result<capstan_core::snapshot::Verdict, Halt> {
+        let run = self
+            .tables
+            .get(&*change.table)
+            .ok_or("snapshot_table_not_found")?;
+        let key = |row: &Option<Row>| -> Result<SnapshotKey, Halt> {
+            let row = row.as_ref().ok_or("snapshot_row_image_missing")?;
+            let parts = run.table.key.key_of(row).map_err(|e| e.code())?;
+            encode_cached(run, &parts).ok_or("snapshot_pk_weight_failed")
+        };
+        let gate = self.session.gate();
+        Ok(match change.op {
+            Op::Insert => gate.decide(&change.table, RowKeys::Insert(&key(&change.after)?)),
+            Op::Delete => gate.decide(&change.table, RowKeys::Delete(&key(&change.before)?)),
+            Op::Update => {
+                let (before, after) = (key(&change.before)?, key(&change.after)?);
+                gate.decide(
+                    &change.table,
+                    RowKeys::Update {
+                        before: &before,
+                        after: &after,
+                    },
+                )
+            }
+        })
+    }
+
+    /// The table being published: its description.
+    pub fn table(&self, id: &TableId) -> Option<&SnapshotTable> {
+        self.tables.get(id).map(|r| &r.table)
+    }
+
+    /// Rows published of `id` so far.
+    pub fn rows_done(&self, id: &TableId) -> u64 {
+        self.tables.get(id).map_or(0, |r| r.rows_done)
+    }
+
+    /// The Raft write made durable before `ready` is published: `delivered_pk` moves to the
+    /// chunk's end, `pk_cursor` stays.
+    pub fn progress_before(&self, ready: &ReadyChunk<ChunkRows>) -> Option<ProgressWrite> {
+        let run = self.tables.get(&ready.table)?;
+        let raw_end = ready.payload.raw_end.as_ref()?;
+        Some(ProgressWrite {
+            table: ready.table.to_string(),
+            pk_cursor: run.raw_cursor.as_deref().and_then(key_bytes),
+            delivered_pk: key_bytes(raw_end),
+            status: SnapshotTableStatus::InProgress,
+            rows_done: run.rows_done,
+            rows_estimated: run.rows_estimated,
+        })
+    }
+
+    /// Records that `ready` was published; returns the Raft write that follows the publish.
+    pub fn published(&mut self, ready: &ReadyChunk<ChunkRows>) -> Option<ProgressWrite> {
+        let run = self.tables.get_mut(&ready.table)?;
+        if let Some(raw_end) = &ready.payload.raw_end {
+            run.raw_cursor = Some(raw_end.clone());
+            run.raw_delivered = Some(raw_end.clone());
+        }
+        run.rows_done += ready.payload.rows.len() as u64;
+        self.kafka_chunks += 1;
+        Some(ProgressWrite {
+            table: ready.table.to_string(),
+            pk_cursor: run.raw_cursor.as_deref().and_then(key_bytes),
+            delivered_pk: run.raw_delivered.as_deref().and_then(key_bytes),
+            status: if ready.last {
+                SnapshotTableStatus::Complete
+            } else {
+                SnapshotTableStatus::InProgress
+            },
+            rows_done: run.rows_done,
+            rows_estimated: run.rows_estimated,
+        })
+    }
+
+    /// The p50 and p99 table-lock hold of the chunks read so far (MySQL's lock path).
+    pub fn lock_hold_percentiles(&self) -> Option<(Duration, Duration)> {
+        let mut holds = self.lock_holds.clone();
+        if holds.is_empty() {
+            return None;
+        }
+        holds.sort_unstable();
+        let at = |q: usize| holds[(holds.len() - 1) * q / 100];
+        Some((at(50), at(99)))
+    }
+
+    /// Exactly-once: continue the offsets record's chunk counter from `chunks`.
+    pub fn set_kafka_chunks(&mut self, chunks: u64) {
+        self.kafka_chunks = chunks;
+    }
+
+    /// The snapshot progress as the exactly-once offsets record carries it, counting
+    /// `pending` (a chunk about to be published in the same Kafka transaction).
+    pub fn kafka_progress(&self, pending: Option<&ReadyChunk<ChunkRows>>) -> SnapshotProgress {
+        let mut tables = std::collections::BTreeMap::new();
+        for id in self.session.tables() {
+            let Some(run) = self.tables.get(id) else {
+                continue;
+            };
+            let complete = self
+                .session
+                .gate()
+                .cursor(id)
+                .is_some_and(|c| c.status == TableStatus::Complete);
+            let cursor = match pending.filter(|p| p.table == *id) {
+                Some(p) => p.payload.raw_end.as_ref().or(run.raw_cursor.as_ref()),
+                None => run.raw_cursor.as_ref(),
+            };
+            tables.insert(
+                id.to_string(),
+                KafkaTableProgress {
+                    cursor: cursor.and_then(|c| serde_json::to_value(c).ok()),
+                    complete,
+                },
+            );
+        }
+        SnapshotProgress {
+            chunks_committed: self.kafka_chunks + u64::from(pending.is_some()),
+            tables,
+        }
+    }
+}
+
+/// The order-preserving key of `parts`, using cached weights only.
+fn encode_cached(run: &TableRun, parts: &[KeyPart]) -> Option<SnapshotKey> {
+    let mut weights: Vec<&[u8]> = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        if let KeyPart::Text(bytes) = part {
+            weights.push(run.weights.get(&i)?.get(bytes)?.as_slice());
+        }
+    }
+    let mut w = weights.into_iter();
+    let components: Option<Vec<KeyComponent<'_>>> = parts
+        .iter()
+        .map(|part| match part {
+            KeyPart::Int(v) => Some(KeyComponent::Int(*v)),
+            KeyPart::UInt(v) => Some(KeyComponent::UInt(*v)),
+            KeyPart::Bytes(b) => Some(KeyComponent::Bytes(b)),
+            KeyPart::Text(_) => w.next().map(KeyComponent::Bytes),
+        })
+        .collect();
+    Some(SnapshotKey::encode(&components?))
+}
+
+/// The order-preserving key of `parts`, asking the server for missing weights.
+async fn encode(
+    reader: &mut SnapshotReader,
+    run: &mut TableRun,
+    parts: &[KeyPart],
+) -> Result<SnapshotKey, Halt> {
+    for (i, part) in parts.iter().enumerate() {
+        if let KeyPart::Text(bytes) = part {
+            if !run.weights.get(&i).is_some_and(|m| m.contains_key(bytes)) {
+                fetch_weights(reader, run, i, vec![bytes.clone()]).await?;
+            }
+        }
+    }
+    encode_cached(run, parts).ok_or("snapshot_pk_weight_failed")
+}
+
+async fn fetch_weights(
+    reader: &mut SnapshotReader,
+    run: &mut TableRun,
+    index: usize,
+    values: Vec<Vec<u8>>,
+) -> Result<(), Halt> {
+    let column = run
+        .table
+        .key
+        .columns
+        .get(index)
+        .ok_or("snapshot_pk_weight_failed")?;
+    if !matches!(column.kind, KeyKind::Text { .. }) {
+        return Err("snapshot_pk_weight_failed");
+    }
+    let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+    let weights = reader
+        .weights(column, &refs)
+        .await
+        .map_err(|_| "snapshot_pk_weight_failed")?;
+    if weights.len() != values.len() {
+        return Err("snapshot_pk_weight_failed");
+    }
+    let cache = run.weights.entry(index).or_default();
+    for (value, weight) in values.into_iter().zip(weights) {
+        cache.insert(value, weight);
+    }
+    Ok(())
+}
