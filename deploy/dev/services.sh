@@ -113,7 +113,7 @@ mysql_running() {
 mysql_up() {
   mysql_chroot
   chroot_mounts
-  if mysql_running; then log "mysql already running on 127.0.0.1:$MYSQL_PORT"; return; fi
+  if mysql_running; then log "mysql already running on 127.0.0.1:$MYSQL_PORT"; mysql_grants; return; fi
   if [[ ! -d $CHROOT$MYSQL_DATA/mysql ]]; then
     log "initialising the MySQL data directory"
     rm -rf "${CHROOT:?}$MYSQL_DATA"
@@ -136,6 +136,12 @@ mysql_up() {
     sleep 0.5
   done
   mysql_running || { tail -n 30 "$CHROOT$MYSQL_LOG" >&2; die "mysql did not come up"; }
+  mysql_grants
+}
+
+# The accounts and grants, idempotent; applied by every `up`, also to a server already running.
+# capstan: replication, SELECT, and LOCK TABLES for the snapshot's brief per-chunk table lock.
+mysql_grants() {
   mysql_cli <<SQL
 CREATE USER IF NOT EXISTS '$CAPSTAN_USER'@'%' IDENTIFIED BY '$CAPSTAN_PASSWORD';
 GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT, LOCK TABLES ON *.* TO '$CAPSTAN_USER'@'%';
@@ -170,7 +176,7 @@ mariadb_up() {
   need mariadbd mariadb-server
   need mariadb mariadb-client
   mkdir -p "$RUN"
-  if mariadb_running; then log "mariadb already running on 127.0.0.1:$MARIADB_PORT"; return; fi
+  if mariadb_running; then log "mariadb already running on 127.0.0.1:$MARIADB_PORT"; mariadb_grants; return; fi
   if [[ ! -d $MARIADB_DATA/mysql ]]; then
     log "initialising the MariaDB data directory"
     rm -rf "$MARIADB_DATA"
@@ -203,6 +209,11 @@ mariadb_up() {
   mariadb_running || { tail -n 30 "$MARIADB_LOG" >&2; die "mariadb did not come up"; }
   # anonymous accounts would shadow capstan@'%' for local connections
   mariadb_cli -Nse "SELECT CONCAT('DROP USER \\'\\'@\\'', host, '\\';') FROM mysql.user WHERE user = ''" | mariadb_cli
+  mariadb_grants
+}
+
+# As mysql_grants (MariaDB's REPLICATION CLIENT is BINLOG MONITOR).
+mariadb_grants() {
   mariadb_cli <<SQL
 CREATE USER IF NOT EXISTS '$CAPSTAN_USER'@'%' IDENTIFIED BY '$CAPSTAN_PASSWORD';
 GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT, LOCK TABLES ON *.* TO '$CAPSTAN_USER'@'%';

@@ -26,7 +26,8 @@
 //! The server is asked for a heartbeat every `heartbeat_period` of idleness. A stream with no
 //! frame at all for `stream_timeout` is dropped and redialled after `reconnect_backoff`, as
 //! is a stream the server closes or a socket that fails. Preconditions, the flavour and the
-//! resume checks run again at every connect. `max_reconnects` consecutive failed attempts
+//! resume checks run again at every connect, and a server identity other than the first
+//! connect's halts `source_identity_changed`. `max_reconnects` consecutive failed attempts
 //! (no event received in between) halt `stream_stalled`; before the first stream,
 //! `command_retries_exhausted`. Anything not transient halts at once.
 
@@ -67,6 +68,7 @@ pub struct BinlogSource {
     assembler: TransactionAssembler,
     flavor: Flavor,
     server_version: String,
+    server_identity: String,
     position: Position,
     live: Option<Live>,
     pending: VecDeque<AssemblerOutput>,
@@ -87,7 +89,7 @@ impl BinlogSource {
         loop {
             attempts += 1;
             match Self::first_connect(&config, &start, track_xa).await {
-                Ok((flavor, server_version, position, live, recovered)) => {
+                Ok((flavor, server_version, server_identity, position, live, recovered)) => {
                     let mut assembler = TransactionAssembler::new(assembler.clone());
                     assembler.set_recovered_xa(recovered);
                     return Ok(BinlogSource {
@@ -95,6 +97,7 @@ impl BinlogSource {
                         assembler,
                         flavor,
                         server_version,
+                        server_identity,
                         position,
                         live: Some(live),
                         pending: VecDeque::new(),
@@ -122,7 +125,7 @@ impl BinlogSource {
         config: &ValidSourceConfig,
         start: &StartPosition,
         track_xa: bool,
-    ) -> Result<(Flavor, String, Position, Live, Vec<XidKey>), SourceError> {
+    ) -> Result<(Flavor, String, String, Position, Live, Vec<XidKey>), SourceError> {
         let mut client = SourceClient::open(config, config.stream_timeout).await?;
         let server = client.positions().await?;
         let recovered = Self::recovered_xa(&mut client, track_xa).await?;
@@ -136,8 +139,9 @@ impl BinlogSource {
         check_resume(&position, &server)?;
         let flavor = client.flavor();
         let version = client.server_version().to_string();
+        let identity = client.server_identity().to_string();
         let live = Self::dump(client, config, &position).await?;
-        Ok((flavor, version, position, live, recovered))
+        Ok((flavor, version, identity, position, live, recovered))
     }
 
     /// The prepares the server holds, read after the positions: a prepare logged in between
@@ -177,6 +181,13 @@ impl BinlogSource {
     /// The server version string seen at the first connect.
     pub fn server_version(&self) -> &str {
         &self.server_version
+    }
+
+    /// The server's identity seen at the first connect (MySQL `@@server_uuid`; MariaDB
+    /// `server_id=…,host=…,port=…`); a reconnect to another identity halts
+    /// `source_identity_changed`.
+    pub fn server_identity(&self) -> &str {
+        &self.server_identity
     }
 
     /// The processed position: the start checkpoint plus every transaction handed out so
@@ -296,6 +307,9 @@ impl BinlogSource {
         let mut client = SourceClient::open(&self.config, self.config.stream_timeout).await?;
         if client.flavor() != self.flavor {
             return Err(SourceError::PositionFlavorMismatch);
+        }
+        if client.server_identity() != self.server_identity {
+            return Err(SourceError::SourceIdentityChanged);
         }
         let server = client.positions().await?;
         let track_xa = matches!(self.assembler.config().xa, XaMode::Track { .. });

@@ -9,6 +9,7 @@ use capstan_core::position::{Flavor, GtidSet, MariadbGtidPosition, Position};
 use super::dump::{request_dump, ServerPositions};
 use super::preconditions::ServerSettings;
 use super::replica_conn::{ReplicaConn, ServerOrIo};
+use super::snapshot::server_identity_sql;
 use super::source_config::{FlavorChoice, ValidSourceConfig};
 use super::source_error::SourceError;
 use super::text_query::{query_first, query_rows};
@@ -29,6 +30,7 @@ pub struct SourceClient {
     conn: ReplicaConn,
     flavor: Flavor,
     server_version: String,
+    server_identity: String,
 }
 
 impl SourceClient {
@@ -64,10 +66,17 @@ impl SourceClient {
                 actual: flavor.as_str(),
             });
         }
+        let server_identity = query_first(&mut conn, server_identity_sql(flavor))
+            .await?
+            .into_iter()
+            .next()
+            .filter(|s| !s.is_empty())
+            .ok_or(SourceError::PreconditionQueryFailed)?;
         let mut client = SourceClient {
             conn,
             flavor,
             server_version,
+            server_identity,
         };
         client.settings().await?.check()?;
         Ok(client)
@@ -81,6 +90,12 @@ impl SourceClient {
     /// The server version string.
     pub fn server_version(&self) -> &str {
         &self.server_version
+    }
+
+    /// The server's identity, read at connect with the snapshot reader's query: MySQL
+    /// `@@server_uuid`; MariaDB `server_id=…,host=…,port=…`.
+    pub fn server_identity(&self) -> &str {
+        &self.server_identity
     }
 
     /// Reads the precondition settings (as checked at connect).

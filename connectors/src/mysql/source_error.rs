@@ -69,6 +69,10 @@ pub enum SourceError {
     /// The checkpoint covers transactions this server never executed.
     #[error("source identity mismatch: the checkpoint has gtids this server never executed")]
     SourceIdentityMismatch,
+    /// A reconnect reached a server with another identity (`@@server_uuid`; MariaDB: server
+    /// id, host and port) than the first connect: a different server behind the same address.
+    #[error("source identity changed: a reconnect reached a different server")]
+    SourceIdentityChanged,
     /// Another replica with the same server id (or uuid) took over the dump.
     #[error("server id conflict: another replica uses this server_id")]
     ServerIdConflict,
@@ -151,6 +155,7 @@ impl SourceError {
             SourceError::PositionFlavorMismatch => "position_flavor_mismatch",
             SourceError::DataGap => "data_gap",
             SourceError::SourceIdentityMismatch => "source_identity_mismatch",
+            SourceError::SourceIdentityChanged => "source_identity_changed",
             SourceError::ServerIdConflict => "server_id_conflict",
             SourceError::StreamStalled { .. } => "stream_stalled",
             SourceError::CommandRetriesExhausted { .. } => "command_retries_exhausted",

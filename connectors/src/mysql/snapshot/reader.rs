@@ -21,7 +21,9 @@ use super::chunk::{Chunk, PositionCapture, ReaderOptions};
 use super::error::{server_code, SnapshotError};
 use super::key::{KeyColumn, KeyKind, KeyPart};
 use super::row_value::{convert, wire_type_fits};
-use super::sql::{canary_select, chunk_params, chunk_select, quote_table, weights_select};
+use super::sql::{
+    canary_select, chunk_params, chunk_select, hex_param, quote_table, weights_select,
+};
 use super::table::{describe_from, ColumnRow, IndexRow, SnapshotTable, TableLayout};
 use super::{executed_position_sql, server_identity_sql};
 use crate::mysql::connect::detect_flavor;
@@ -570,10 +572,7 @@ impl SnapshotReader {
         let mut out = Vec::with_capacity(values.len());
         for batch in values.chunks(WEIGHT_BATCH) {
             let sql = weights_select(&column.kind, batch.len());
-            let params: Vec<mysql_async::Value> = batch
-                .iter()
-                .map(|v| mysql_async::Value::Bytes(v.to_vec()))
-                .collect();
+            let params: Vec<mysql_async::Value> = batch.iter().map(|v| hex_param(v)).collect();
             let row: Option<mysql_async::Row> = self
                 .conn
                 .exec_first(sql, Params::Positional(params))
@@ -605,10 +604,8 @@ impl SnapshotReader {
             collation: collation.clone(),
         };
         let sql = canary_select(&column.kind, CANARY.len());
-        let params: Vec<mysql_async::Value> = CANARY
-            .iter()
-            .map(|s| mysql_async::Value::Bytes(s.as_bytes().to_vec()))
-            .collect();
+        let params: Vec<mysql_async::Value> =
+            CANARY.iter().map(|s| hex_param(s.as_bytes())).collect();
         let rows: Vec<(u64, u64, Vec<u8>)> = self
             .conn
             .exec(sql, Params::Positional(params))

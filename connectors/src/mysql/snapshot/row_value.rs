@@ -57,9 +57,7 @@ pub(crate) fn convert(kind: ColKind, wire: Wire) -> Result<Value, &'static str> 
         }
         (ColKind::Enum, Wire::Bytes(b)) => Value::Enum(member_text(&b)),
         (ColKind::Set, Wire::Bytes(b)) => Value::Set(member_text(&b)),
-        (ColKind::Json, Wire::Bytes(b)) => {
-            Value::Json(String::from_utf8(b).map_err(|_| "json not utf-8")?)
-        }
+        (ColKind::Json, Wire::Bytes(b)) => Value::Json(json_as_binlog(&b)?),
         (ColKind::Geometry, Wire::Bytes(b)) => {
             if b.len() < 4 {
                 return Err("geometry shorter than its srid");
@@ -119,6 +117,47 @@ pub(crate) fn convert(kind: ColKind, wire: Wire) -> Result<Value, &'static str> 
         }
         _ => return Err("wire value does not fit the column type"),
     })
+}
+
+/// The server's JSON text in the binlog decoder's form: compact, object members sorted by
+/// key bytes, serde_json's string escaping and number text (the decoder renders binary JSON
+/// that way; the server's own text has spaces and its own float format).
+fn json_as_binlog(text: &[u8]) -> Result<String, &'static str> {
+    let value: serde_json::Value = serde_json::from_slice(text).map_err(|_| "json unreadable")?;
+    let mut out = String::with_capacity(text.len());
+    write_sorted(&value, &mut out)?;
+    Ok(out)
+}
+
+fn write_sorted(v: &serde_json::Value, out: &mut String) -> Result<(), &'static str> {
+    match v {
+        serde_json::Value::Object(map) => {
+            let mut members: Vec<(&String, &serde_json::Value)> = map.iter().collect();
+            members.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            out.push('{');
+            for (i, (k, v)) in members.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::to_string(k).map_err(|_| "json key")?);
+                out.push(':');
+                write_sorted(v, out)?;
+            }
+            out.push('}');
+        }
+        serde_json::Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_sorted(v, out)?;
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&serde_json::to_string(scalar).map_err(|_| "json scalar")?),
+    }
+    Ok(())
 }
 
 /// ENUM/SET member text the way the binlog decoder reads member names: UTF-8, else one char
@@ -240,6 +279,16 @@ mod tests {
         assert_eq!(t.to_sql_text().unwrap(), "-26:03:04.500");
         assert_eq!(days_from_civil(1970, 1, 1), 0);
         assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+    }
+
+    #[test]
+    fn json_text_in_the_binlog_form() {
+        let server = br#"{"s": "q\"uote\u0001", "a": {"b": -1e300}, "k": [1, 2.5, null, true, 18446744073709551615]}"#;
+        assert_eq!(
+            json_as_binlog(server).unwrap(),
+            r#"{"a":{"b":-1e+300},"k":[1,2.5,null,true,18446744073709551615],"s":"q\"uote\u0001"}"#
+        );
+        assert!(json_as_binlog(b"{").is_err());
     }
 
     #[test]

@@ -2,11 +2,13 @@
 //!
 //! Every schema, table and column name is backquoted with its backquotes doubled; character
 //! set and collation names are spliced only after [`is_plain_identifier`] accepted them.
-//! Values are never interpolated: every key value is a bound parameter. A character key part
-//! is bound as bytes and read as `CONVERT(CAST(? AS BINARY) USING <charset>) COLLATE
-//! <collation>`: the cast makes the server take the bytes as they are (no conversion from the
-//! connection character set), the conversion labels them with the column's character set, and
-//! the explicit collation makes the comparison the column's own (the index stays usable).
+//! Values are never interpolated: every key value is a bound parameter. Byte strings are
+//! bound as their hex text and read back with `UNHEX(?)`: a string parameter is taken in the
+//! connection character set, which may reject or convert bytes that are not valid in it (a
+//! latin1 key is not valid utf8mb4), while hex text is plain ASCII. A character key part is
+//! read as `CONVERT(UNHEX(?) USING <charset>) COLLATE <collation>`: the conversion labels the
+//! bytes with the column's character set (no transcoding from binary), and the explicit
+//! collation makes the comparison the column's own (the index stays usable).
 
 use capstan_core::change::TableId;
 
@@ -33,11 +35,11 @@ pub(crate) fn placeholder(kind: &KeyKind) -> String {
         KeyKind::Text { charset, collation }
             if is_plain_identifier(charset) && is_plain_identifier(collation) =>
         {
-            format!("CONVERT(CAST(? AS BINARY) USING {charset}) COLLATE {collation}")
+            format!("CONVERT(UNHEX(?) USING {charset}) COLLATE {collation}")
         }
         // describe refuses other names; never splice one
-        KeyKind::Text { .. } => "CAST(? AS BINARY)".to_string(),
-        _ => "?".to_string(),
+        KeyKind::Text { .. } | KeyKind::FixedBinary | KeyKind::VarBinary => "UNHEX(?)".to_string(),
+        KeyKind::Int | KeyKind::UInt => "?".to_string(),
     }
 }
 
@@ -102,9 +104,9 @@ pub(crate) fn chunk_params(
                         b.resize(*n, 0);
                     }
                 }
-                mysql_async::Value::Bytes(b)
+                hex_param(&b)
             }
-            KeyPart::Text(b) => mysql_async::Value::Bytes(b.clone()),
+            KeyPart::Text(b) => hex_param(b),
         })
         .collect();
     let mut params = Vec::new();
@@ -112,6 +114,17 @@ pub(crate) fn chunk_params(
         params.extend(values.iter().take(i + 1).cloned());
     }
     Some(params)
+}
+
+/// A byte string as the hex text `UNHEX(?)` reads.
+pub(crate) fn hex_param(bytes: &[u8]) -> mysql_async::Value {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = Vec::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(HEX[usize::from(b >> 4)]);
+        out.push(HEX[usize::from(b & 0xf)]);
+    }
+    mysql_async::Value::Bytes(out)
 }
 
 /// `SELECT WEIGHT_STRING(<placeholder>), …` for `n` values.
@@ -180,10 +193,10 @@ mod tests {
              ORDER BY `we``ird; DROP TABLE x; --`, `b`, `v` LIMIT ?"
         );
         let next = chunk_select(&l, true);
-        let conv = "CONVERT(CAST(? AS BINARY) USING utf8mb4) COLLATE utf8mb4_0900_ai_ci";
+        let conv = "CONVERT(UNHEX(?) USING utf8mb4) COLLATE utf8mb4_0900_ai_ci";
         assert!(next.contains(&format!(
-            "WHERE (`we``ird; DROP TABLE x; --` > ?) OR (`we``ird; DROP TABLE x; --` = ? AND `b` > ?) \
-             OR (`we``ird; DROP TABLE x; --` = ? AND `b` = ? AND `v` > {conv})"
+            "WHERE (`we``ird; DROP TABLE x; --` > ?) OR (`we``ird; DROP TABLE x; --` = ? AND `b` > UNHEX(?)) \
+             OR (`we``ird; DROP TABLE x; --` = ? AND `b` = UNHEX(?) AND `v` > {conv})"
         )), "{next}");
         assert_eq!(next.matches('?').count(), 7);
         let params = chunk_params(
@@ -196,7 +209,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(params.len(), 6);
-        assert_eq!(params[2], mysql_async::Value::Bytes(vec![9, 0, 0, 0]));
+        assert_eq!(params[2], mysql_async::Value::Bytes(b"09000000".to_vec()));
+        assert_eq!(params[5], mysql_async::Value::Bytes(b"78".to_vec()));
         assert!(chunk_params(&l, &[KeyPart::UInt(1)]).is_none());
     }
 
@@ -208,10 +222,8 @@ mod tests {
         };
         let w = weights_select(&kind, 2);
         assert_eq!(
-            w.matches(
-                "WEIGHT_STRING(CONVERT(CAST(? AS BINARY) USING latin1) COLLATE latin1_swedish_ci)"
-            )
-            .count(),
+            w.matches("WEIGHT_STRING(CONVERT(UNHEX(?) USING latin1) COLLATE latin1_swedish_ci)")
+                .count(),
             2
         );
         let c = canary_select(&kind, 3);

@@ -277,6 +277,16 @@ pub(crate) fn describe_from(
                 .iter()
                 .find(|i| i.sub_part.is_some() || i.column.is_none())
             {
+                // name the column's type when that is what rules it out (a TEXT key is
+                // always a prefix key)
+                if let Some(c) = bad
+                    .column
+                    .as_deref()
+                    .and_then(position)
+                    .and_then(|i| columns.get(i))
+                {
+                    key_kind(table, c)?;
+                }
                 return Err(SnapshotError::PkUnsupportedType {
                     table: table.clone(),
                     column: bad.column.clone().unwrap_or_default(),
