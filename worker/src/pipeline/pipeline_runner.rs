@@ -145,14 +145,10 @@ impl PipelineRunner {
             .map_err(|e| RunnerExit::failed(e.code()))?;
         if let Some(driver) = snapshot.as_mut() {
             // the chunks must come from the server the stream reads
-            let identity = driver
-                .reader_mut()
-                .server_identity()
+            driver
+                .bind_source(self.spec.source.clone(), source.server_identity())
                 .await
-                .map_err(|e| RunnerExit::failed(e.code()))?;
-            if identity != source.server_identity() {
-                return Err(RunnerExit::failed("snapshot_source_mismatch"));
-            }
+                .map_err(RunnerExit::failed)?;
         }
         let mut options = self.spec.sink.record_options.clone();
         options.flavor = source.flavor();

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use capstan_connectors::mysql::snapshot::{KeyKind, KeyPart, SnapshotReader, SnapshotTable};
-use capstan_connectors::mysql::AssemblerOutput;
+use capstan_connectors::mysql::{AssemblerOutput, ValidSourceConfig};
 use capstan_core::change::{Change, Op, Row, SchemaChange, TableId};
 use capstan_core::position::Position;
 use capstan_core::snapshot::{
@@ -19,6 +19,9 @@ use capstan_raft_store::{KeyBytes, SnapshotTableStatus};
 
 /// While the stream has a backlog, at most one chunk per this interval: live changes first.
 pub const BACKLOG_CHUNK_INTERVAL: Duration = Duration::from_millis(250);
+/// Attempts at a chunk whose read failed transiently (a lost connection, a lock-wait
+/// timeout) before the pipeline halts.
+const CHUNK_ATTEMPTS: u32 = 4;
 /// Cached collation weights, over all tables, before the cache starts over.
 const MAX_CACHED_WEIGHTS: usize = 200_000;
 
@@ -92,6 +95,7 @@ pub type Halt = &'static str;
 #[derive(Debug)]
 pub struct SnapshotDriver {
     reader: SnapshotReader,
+    source: Option<(ValidSourceConfig, String)>,
     session: SnapshotSession<ChunkRows>,
     tables: HashMap<TableId, TableRun>,
     chunk_size: u32,
@@ -243,6 +247,7 @@ impl SnapshotDriver {
         }
         Ok(SnapshotDriver {
             reader,
+            source: None,
             session: SnapshotSession::new(order, gate),
             tables,
             chunk_size,
@@ -266,9 +271,59 @@ impl SnapshotDriver {
         self.session.tables()
     }
 
-    /// The reader (for the source identity check).
-    pub fn reader_mut(&mut self) -> &mut SnapshotReader {
-        &mut self.reader
+    /// Checks that the chunk connection reached the server the stream reads (`identity`)
+    /// and remembers both, so a reconnect after a transient failure is checked again.
+    pub async fn bind_source(
+        &mut self,
+        config: ValidSourceConfig,
+        identity: &str,
+    ) -> Result<(), Halt> {
+        let ours = self.reader.server_identity().await.map_err(|e| e.code())?;
+        if ours != identity {
+            return Err("snapshot_source_mismatch");
+        }
+        self.source = Some((config, identity.to_string()));
+        Ok(())
+    }
+
+    /// A chunk, retried on a fresh connection (identity checked again) after a transient
+    /// failure.
+    async fn read_with_retry(
+        &mut self,
+        id: &TableId,
+    ) -> Result<capstan_connectors::mysql::snapshot::Chunk, Halt> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let run = self.tables.get(id).ok_or("snapshot_table_not_found")?;
+            let result = self
+                .reader
+                .read_chunk(&run.table, run.raw_cursor.as_deref(), self.chunk_size)
+                .await;
+            let err = match result {
+                Ok(chunk) => return Ok(chunk),
+                Err(e) => e,
+            };
+            let Some((config, identity)) = self.source.clone() else {
+                return Err(err.code());
+            };
+            if !err.is_transient() || attempt >= CHUNK_ATTEMPTS {
+                return Err(err.code());
+            }
+            tracing::warn!(
+                code = err.code(),
+                attempt,
+                "snapshot chunk read failed; retrying"
+            );
+            tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+            if let Ok(mut reader) = SnapshotReader::open(&config).await {
+                let ours = reader.server_identity().await.map_err(|e| e.code())?;
+                if ours != identity {
+                    return Err("snapshot_source_mismatch");
+                }
+                self.reader = reader;
+            }
+        }
     }
 
     /// How long until the next chunk should be read: `Some(ZERO)` now, `None` when no chunk
@@ -294,12 +349,8 @@ impl SnapshotDriver {
         let Some(id) = self.session.next_table().cloned() else {
             return Ok(None);
         };
+        let chunk = self.read_with_retry(&id).await?;
         let run = self.tables.get_mut(&id).ok_or("snapshot_table_not_found")?;
-        let chunk = self
-            .reader
-            .read_chunk(&run.table, run.raw_cursor.as_deref(), self.chunk_size)
-            .await
-            .map_err(|e| e.code())?;
         let raw_end = match chunk.rows.last() {
             Some(row) => Some(run.table.key.key_of(row).map_err(|e| e.code())?),
             None => None,
