@@ -10,7 +10,7 @@ mod source_common;
 use std::time::Duration;
 
 use capstan_connectors::mysql::snapshot::{
-    KeyKind, KeyPart, PositionCapture, ReaderOptions, SnapshotReader, SnapshotTable,
+    KeyColumn, KeyKind, KeyPart, PositionCapture, ReaderOptions, SnapshotReader, SnapshotTable,
 };
 use capstan_connectors::mysql::{TableFilter, TlsConfig, TlsMode};
 use capstan_core::change::{Op, Row, TableId};
@@ -350,9 +350,11 @@ async fn unsigned_composite_and_fixed_binary_keys_chunk_every_row_once() {
 }
 
 /// NO PAD collations: WEIGHT_STRING bytes order exactly as ORDER BY does. PAD SPACE ones
-/// (`utf8mb4_general_ci`, `latin1_swedish_ci`, …) do not — WEIGHT_STRING keeps trailing
-/// spaces that ORDER BY ignores, so `'a'` and `'a\t'` order one way by weight and the other
-/// by the server — and the canary refuses them.
+/// (`utf8mb4_general_ci`, `latin1_swedish_ci`, …) need their weights taken at the column's
+/// length: the bare value's weight keeps trailing spaces that ORDER BY ignores, so `'a'` and
+/// `'a\t'` order one way by bare weight and the other by the server — the canary refuses
+/// that method and accepts the padded one (see also
+/// `pad_space_keys_chunk_in_server_order_with_padded_weights`).
 #[tokio::test]
 async fn case_insensitive_varchar_key_in_server_order_with_consistent_weights() {
     for db in servers() {
@@ -431,10 +433,29 @@ async fn case_insensitive_varchar_key_in_server_order_with_consistent_weights() 
             .describe(&TableId::new(schema.clone(), "pad"))
             .await
             .unwrap();
-        let e = r
-            .check_collation_order(&pad.key.columns[0])
+        let padded = pad.key.columns[0].clone();
+        assert_eq!(
+            padded.kind,
+            KeyKind::Text {
+                charset: "utf8mb4".into(),
+                collation: "utf8mb4_general_ci".into(),
+                pad_to: Some(20),
+            },
+            "{}",
+            db.name
+        );
+        r.check_collation_order(&padded)
             .await
-            .unwrap_err();
+            .unwrap_or_else(|e| panic!("{} padded canary: {e}", db.name));
+        // the bare-WEIGHT_STRING method on the same PAD SPACE collation: the canary sees it
+        // disagree with ORDER BY
+        let mut bare = padded.clone();
+        bare.kind = KeyKind::Text {
+            charset: "utf8mb4".into(),
+            collation: "utf8mb4_general_ci".into(),
+            pad_to: None,
+        };
+        let e = r.check_collation_order(&bare).await.unwrap_err();
         assert_eq!(
             e.code(),
             "snapshot_collation_contract_violated",
@@ -447,7 +468,12 @@ async fn case_insensitive_varchar_key_in_server_order_with_consistent_weights() 
                 .await
                 .unwrap();
             let col = d.key.columns[0].clone();
-            assert!(matches!(col.kind, KeyKind::Text { .. }));
+            assert!(
+                matches!(col.kind, KeyKind::Text { pad_to: None, .. }),
+                "{} {table}: {:?}",
+                db.name,
+                col.kind
+            );
             r.check_collation_order(&col)
                 .await
                 .unwrap_or_else(|e| panic!("{} {table}: {e}", db.name));
@@ -492,6 +518,217 @@ async fn case_insensitive_varchar_key_in_server_order_with_consistent_weights() 
         let w = r.weights(&d.key.columns[0], &refs).await.unwrap();
         assert_eq!(w.len(), 1200);
         assert!(w.windows(2).all(|p| p[0] < p[1]));
+        drop_schema(&mut admin, &schema).await;
+    }
+}
+
+/// PAD SPACE keys — MySQL `utf8mb4_general_ci` and `latin1_swedish_ci`, MariaDB's defaults
+/// (`utf8mb4_general_ci`, `latin1_swedish_ci`), VARCHAR and CHAR: every row exactly once, in
+/// the server's order, at several chunk sizes, and the padded weights strictly increasing in
+/// that order. Keys with trailing tabs and control characters (below the space: `'a\t'` sorts
+/// before `'a'`), mixed case, accents, digits, prefixes, multi-byte characters and values at
+/// the column's full length. A trailing space is the same key (`'a'` = `'a '`): the server
+/// refuses the second and the weights tie. The bare-weight method gets this order wrong.
+#[tokio::test]
+async fn pad_space_keys_chunk_in_server_order_with_padded_weights() {
+    for db in servers() {
+        // MariaDB: the schema's utf8mb4 default collation is utf8mb4_general_ci (PAD SPACE)
+        let utf8_coll = if db.name == "mysql" {
+            " COLLATE utf8mb4_general_ci"
+        } else {
+            ""
+        };
+        let (mut admin, schema) = setup(
+            &db,
+            "snap_pad",
+            &format!(
+                "CREATE TABLE u (k VARCHAR(12) CHARACTER SET utf8mb4{utf8_coll} PRIMARY KEY, n INT); \
+                 CREATE TABLE l (k VARCHAR(12) CHARACTER SET latin1 COLLATE latin1_swedish_ci \
+                   PRIMARY KEY, n INT); \
+                 CREATE TABLE c (k CHAR(6) CHARACTER SET utf8mb4{utf8_coll} PRIMARY KEY, n INT)"
+            ),
+        )
+        .await;
+        let common = [
+            "apple",
+            "Banana",
+            "banana2",
+            "cherry",
+            "\u{c4}pfel",
+            "Zulu",
+            "zebra",
+            "\u{e9}clair",
+            "eclairs",
+            "10",
+            "9",
+            "09",
+            "a b",
+            "a-b",
+            "a_b",
+            "ABC",
+            "abd",
+            "ab",
+            "a",
+            " a",
+            "a\t",
+            "a\t\t",
+            "a\t ",
+            "a \t",
+            "a\u{1}",
+            "a\u{1f}",
+            "a\n",
+            "ab\t",
+            "abc\t",
+            "\t",
+            "",
+            "zzzzzzzzzzzz",
+            "a          \t",
+            "a\t\t\t\t\t\t\t\t\t\t\t",
+            "\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}",
+            "stra\u{df}e",
+        ];
+        let wide = [
+            "\u{3a9}",
+            "\u{4e2d}\u{6587}",
+            "\u{4e2d}\u{6587}\t",
+            "\u{1f600}",
+            "\u{4e2d}\u{4e2d}\u{4e2d}\u{4e2d}\u{4e2d}\u{4e2d}\u{4e2d}\u{4e2d}\u{4e2d}\u{4e2d}\u{4e2d}\u{4e2d}",
+        ];
+        let mut tables: Vec<(&str, Vec<&str>, u32)> = vec![
+            ("u", common.iter().chain(&wide).copied().collect(), 12),
+            ("l", common.to_vec(), 12),
+        ];
+        let short: Vec<&str> = common
+            .iter()
+            .chain(&wide)
+            .copied()
+            .filter(|w| w.chars().count() <= 6)
+            .collect();
+        tables.push(("c", short, 6));
+        let mut r = reader(&db).await;
+        for (table, words, len) in tables {
+            // keys equal under the collation (case, accents, trailing spaces) keep the first
+            for (i, w) in words.iter().enumerate() {
+                admin
+                    .exec_drop(format!("INSERT IGNORE INTO {table} VALUES (?, ?)"), (w, i))
+                    .await
+                    .unwrap();
+            }
+            let dup = admin
+                .exec_drop(format!("INSERT INTO {table} VALUES (?, ?)"), ("a ", 999))
+                .await
+                .unwrap_err();
+            assert!(
+                dup.to_string().contains("1062"),
+                "{} {table}: 'a ' is key 'a': {dup}",
+                db.name
+            );
+            let server: Vec<i64> = admin
+                .query(format!("SELECT n FROM {table} ORDER BY k"))
+                .await
+                .unwrap();
+            assert!(server.len() > 25, "{} {table}: {}", db.name, server.len());
+            let d = r
+                .describe(&TableId::new(schema.clone(), table))
+                .await
+                .unwrap();
+            let col = d.key.columns[0].clone();
+            assert!(
+                matches!(col.kind, KeyKind::Text { pad_to: Some(n), .. } if n == len),
+                "{} {table}: {:?}",
+                db.name,
+                col.kind
+            );
+            r.check_collation_order(&col)
+                .await
+                .unwrap_or_else(|e| panic!("{} {table} canary: {e}", db.name));
+            for size in [1, 2, 3, 7, 100] {
+                let (rows, _) = read_all(&mut r, &d, size).await;
+                let ns: Vec<i64> = rows
+                    .iter()
+                    .map(|row| match row.get_by_name("n") {
+                        Some(capstan_core::change::Value::Int(n)) => *n,
+                        other => panic!("{other:?}"),
+                    })
+                    .collect();
+                assert_eq!(ns, server, "{} {table} size {size}", db.name);
+                let raws: Vec<Vec<u8>> = rows
+                    .iter()
+                    .map(|row| match &d.key.key_of(row).unwrap()[0] {
+                        KeyPart::Text(b) => b.clone(),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect();
+                let refs: Vec<&[u8]> = raws.iter().map(Vec::as_slice).collect();
+                let w = r.weights(&col, &refs).await.unwrap();
+                assert_eq!(w.len(), refs.len());
+                assert!(
+                    w.windows(2).all(|p| p[0] < p[1]),
+                    "{} {table} size {size}: weights not strictly increasing in chunk order",
+                    db.name
+                );
+            }
+            // a trailing space is the same key: the weights tie; a tab sorts below it
+            let (cs, coll) = match &col.kind {
+                KeyKind::Text {
+                    charset, collation, ..
+                } => (charset.clone(), collation.clone()),
+                other => panic!("{other:?}"),
+            };
+            let enc = |s: &str| -> Vec<u8> {
+                if cs == "latin1" {
+                    s.chars()
+                        .map(|c| u8::try_from(u32::from(c)).unwrap())
+                        .collect()
+                } else {
+                    s.as_bytes().to_vec()
+                }
+            };
+            let probe = [enc("a"), enc("a "), enc("a  "), enc("a\t"), enc("A")];
+            let refs: Vec<&[u8]> = probe.iter().map(Vec::as_slice).collect();
+            let w = r.weights(&col, &refs).await.unwrap();
+            assert_eq!(w[0], w[1], "{} {table}", db.name);
+            assert_eq!(w[0], w[2], "{} {table}", db.name);
+            assert_eq!(w[0], w[4], "{} {table}", db.name);
+            assert!(w[3] < w[0], "{} {table}", db.name);
+            // the bare weights order 'a' before 'a\t', the server the other way round
+            let mut bare = col.clone();
+            bare.kind = KeyKind::Text {
+                charset: cs.clone(),
+                collation: coll.clone(),
+                pad_to: None,
+            };
+            let bw = r.weights(&bare, &refs).await.unwrap();
+            assert!(bw[0] < bw[3], "{} {table}", db.name);
+            let e = r.check_collation_order(&bare).await.unwrap_err();
+            assert_eq!(
+                e.code(),
+                "snapshot_collation_contract_violated",
+                "{} {table}",
+                db.name
+            );
+        }
+        // UCA PAD SPACE with ignorable controls ('a' = 'a\u{1}'): MariaDB pads to n weights
+        // and agrees with ORDER BY; MySQL pads to n characters, so the ignorable shortens the
+        // weight and splits the tie — the canary refuses it rather than mis-order keys
+        let uca = KeyColumn {
+            name: "k".into(),
+            position: 0,
+            kind: KeyKind::Text {
+                charset: "utf8mb4".into(),
+                collation: "utf8mb4_unicode_ci".into(),
+                pad_to: Some(12),
+            },
+        };
+        let uca_check = r.check_collation_order(&uca).await;
+        if db.name == "mysql" {
+            assert_eq!(
+                uca_check.unwrap_err().code(),
+                "snapshot_collation_contract_violated"
+            );
+        } else {
+            uca_check.unwrap_or_else(|e| panic!("{} unicode_ci: {e}", db.name));
+        }
         drop_schema(&mut admin, &schema).await;
     }
 }

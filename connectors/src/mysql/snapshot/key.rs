@@ -7,7 +7,8 @@
 //! binlog strips them and `SELECT` pads them, and stripping both sides keeps the order (all
 //! stored values are padded to `n`, so two values differing only in trailing zeros are the
 //! same value). Character keys order by collation: their raw bytes are kept here and the
-//! gate compares the server's `WEIGHT_STRING`s of them (see `SnapshotReader::weights`).
+//! gate compares the server's `WEIGHT_STRING`s of them (see `SnapshotReader::weights`),
+//! taken at the column's full length for PAD SPACE collations.
 
 use std::fmt;
 
@@ -33,6 +34,10 @@ pub enum KeyKind {
         charset: String,
         /// Collation name (validated `[A-Za-z0-9_]+`).
         collation: String,
+        /// `Some(n)` for a PAD SPACE collation: the column's length in characters, which
+        /// every weight is taken at (`WEIGHT_STRING(v AS CHAR(n))`, the value padded with
+        /// spaces as the server compares it). `None` for NO PAD: the bare value's weight.
+        pad_to: Option<u32>,
     },
 }
 
@@ -181,6 +186,7 @@ mod tests {
                     kind: KeyKind::Text {
                         charset: "utf8mb4".into(),
                         collation: "utf8mb4_0900_ai_ci".into(),
+                        pad_to: None,
                     },
                 },
             ],

@@ -34,11 +34,15 @@ use crate::mysql::table_filter::TableFilter;
 const WEIGHT_BATCH: usize = 500;
 
 /// The order-contract canary: case, prefixes, digits, trailing and leading spaces,
-/// punctuation.
+/// punctuation, and characters below the space (a tab or control character sorts before the
+/// padding of a PAD SPACE comparison; some collations ignore controls altogether). Values
+/// longer than a PAD SPACE column's length are left out (they cannot be stored in it, and its
+/// weights are taken at that length).
 const CANARY: &[&str] = &[
     "", "a", "A", "b", "B", "ab", "Ab", "AB", "abc", "abd", "abc ", "a b", "a ", "a  ", " a", "0",
     "1", "9", "10", "09", "a1", "a10", "a2", "_", "-", ".", "!", "~", "a-b", "a_b", "a.b", "z",
-    "Z", "zz", "aa", "aA", "Aa", "AA", "@", "[", "`", "{",
+    "Z", "zz", "aa", "aA", "Aa", "AA", "@", "[", "`", "{", "\t", "a\t", "a\t ", "a\tb", "ab\t",
+    "a\u{1}", "a\u{1}b", "\u{1}a", "a\u{1f}", "a\n", "a\r", " ", "\t ",
 ];
 
 /// The snapshot reader. See the module documentation.
@@ -274,15 +278,24 @@ impl SnapshotReader {
             });
         }
         let estimated_rows = opt_u64(info.get(1).and_then(Option::as_ref)).unwrap_or(0);
+        // MariaDB's COLLATIONS has no PAD_ATTRIBUTE: the collation name tells (`pads_space`)
+        let pad_attribute = match self.flavor {
+            Flavor::Mysql => "co.PAD_ATTRIBUTE",
+            Flavor::Mariadb => "NULL",
+        };
         let rows: Vec<mysql_async::Row> = self
             .conn
             .exec(
-                "SELECT c.COLUMN_NAME, c.DATA_TYPE, c.COLUMN_TYPE, c.IS_NULLABLE, \
-                 c.CHARACTER_SET_NAME, c.COLLATION_NAME, co.ID, c.NUMERIC_PRECISION, \
-                 c.DATETIME_PRECISION, c.CHARACTER_OCTET_LENGTH \
-                 FROM information_schema.COLUMNS c LEFT JOIN information_schema.COLLATIONS co \
-                 ON co.COLLATION_NAME = c.COLLATION_NAME \
-                 WHERE c.TABLE_SCHEMA = ? AND c.TABLE_NAME = ? ORDER BY c.ORDINAL_POSITION",
+                format!(
+                    "SELECT c.COLUMN_NAME, c.DATA_TYPE, c.COLUMN_TYPE, c.IS_NULLABLE, \
+                     c.CHARACTER_SET_NAME, c.COLLATION_NAME, co.ID, c.NUMERIC_PRECISION, \
+                     c.DATETIME_PRECISION, c.CHARACTER_OCTET_LENGTH, \
+                     c.CHARACTER_MAXIMUM_LENGTH, {pad_attribute} \
+                     FROM information_schema.COLUMNS c \
+                     LEFT JOIN information_schema.COLLATIONS co \
+                     ON co.COLLATION_NAME = c.COLLATION_NAME \
+                     WHERE c.TABLE_SCHEMA = ? AND c.TABLE_NAME = ? ORDER BY c.ORDINAL_POSITION"
+                ),
                 ids,
             )
             .await
@@ -303,6 +316,8 @@ impl SnapshotReader {
                     numeric_precision: opt_u64(at(7)),
                     datetime_precision: opt_u64(at(8)),
                     octet_length: opt_u64(at(9)),
+                    char_length: opt_u64(at(10)),
+                    pad_attribute: opt_str(at(11)),
                 }
             })
             .collect();
@@ -556,7 +571,8 @@ impl SnapshotReader {
     }
 
     /// `WEIGHT_STRING` of each raw value under the column's character set and collation, in
-    /// order; one round trip per [`WEIGHT_BATCH`] values.
+    /// order; one round trip per [`WEIGHT_BATCH`] values. PAD SPACE collations are weighed
+    /// at the column's length (`AS CHAR(n)`), as the server compares them.
     pub async fn weights(
         &mut self,
         column: &KeyColumn,
@@ -595,7 +611,8 @@ impl SnapshotReader {
     }
 
     /// The order-contract canary: a fixed ASCII vector ranked by `ORDER BY` under the
-    /// column's collation must order (and tie) exactly as its `WEIGHT_STRING` bytes do.
+    /// column's collation must order (and tie) exactly as its weights do, taken exactly as
+    /// [`Self::weights`] takes them (at the column's length for PAD SPACE).
     pub async fn check_collation_order(&mut self, column: &KeyColumn) -> Result<(), SnapshotError> {
         let KeyKind::Text { collation, .. } = &column.kind else {
             return Ok(());
@@ -603,9 +620,16 @@ impl SnapshotReader {
         let violated = || SnapshotError::CollationContractViolated {
             collation: collation.clone(),
         };
-        let sql = canary_select(&column.kind, CANARY.len());
+        let fits = |s: &&&str| match column.kind {
+            KeyKind::Text {
+                pad_to: Some(n), ..
+            } => usize::try_from(n).is_ok_and(|n| s.chars().count() <= n),
+            _ => true,
+        };
+        let canary: Vec<&str> = CANARY.iter().filter(fits).copied().collect();
+        let sql = canary_select(&column.kind, canary.len());
         let params: Vec<mysql_async::Value> =
-            CANARY.iter().map(|s| hex_param(s.as_bytes())).collect();
+            canary.iter().map(|s| hex_param(s.as_bytes())).collect();
         let rows: Vec<(u64, u64, Vec<u8>)> = self
             .conn
             .exec(sql, Params::Positional(params))
@@ -613,7 +637,7 @@ impl SnapshotReader {
             .map_err(|e| SnapshotError::WeightFailed {
                 code: server_code(&e),
             })?;
-        if rows.len() != CANARY.len() {
+        if rows.len() != canary.len() {
             return Err(violated());
         }
         if !rank_matches_weights(&rows) {

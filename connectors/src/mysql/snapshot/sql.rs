@@ -32,9 +32,9 @@ pub(crate) fn quote_table(table: &TableId) -> String {
 /// The placeholder of a key value of `kind`.
 pub(crate) fn placeholder(kind: &KeyKind) -> String {
     match kind {
-        KeyKind::Text { charset, collation }
-            if is_plain_identifier(charset) && is_plain_identifier(collation) =>
-        {
+        KeyKind::Text {
+            charset, collation, ..
+        } if is_plain_identifier(charset) && is_plain_identifier(collation) => {
             format!("CONVERT(UNHEX(?) USING {charset}) COLLATE {collation}")
         }
         // describe refuses other names; never splice one
@@ -127,21 +127,37 @@ pub(crate) fn hex_param(bytes: &[u8]) -> mysql_async::Value {
     mysql_async::Value::Bytes(out)
 }
 
-/// `SELECT WEIGHT_STRING(<placeholder>), …` for `n` values.
+/// The weight of `expr` under `kind`'s collation: `WEIGHT_STRING(expr)` for NO PAD;
+/// for PAD SPACE `WEIGHT_STRING(expr AS CHAR(n))`, the value padded with spaces to the
+/// column's `n` characters — the server compares PAD SPACE values as if the shorter were
+/// padded with spaces, so trailing spaces do not count and a character below the space
+/// (`'a\t'`) orders before the end of the shorter value (`'a'`); the bare value's weight
+/// would order the two the other way.
+pub(crate) fn weight_expr(kind: &KeyKind, expr: &str) -> String {
+    match kind {
+        KeyKind::Text {
+            pad_to: Some(n), ..
+        } => format!("WEIGHT_STRING({expr} AS CHAR({n}))"),
+        _ => format!("WEIGHT_STRING({expr})"),
+    }
+}
+
+/// `SELECT <weight of placeholder>, …` for `n` values.
 pub(crate) fn weights_select(kind: &KeyKind, n: usize) -> String {
-    let one = format!("WEIGHT_STRING({})", placeholder(kind));
+    let one = weight_expr(kind, &placeholder(kind));
     format!("SELECT {}", vec![one; n].join(", "))
 }
 
 /// The order-contract canary over `n` values: each value's index, its dense rank under
-/// `ORDER BY` in the collation, and its weight.
+/// `ORDER BY` in the collation, and its weight (the expression [`weights_select`] uses).
 pub(crate) fn canary_select(kind: &KeyKind, n: usize) -> String {
     let ph = placeholder(kind);
     let rows: Vec<String> = (0..n)
         .map(|i| format!("SELECT {i} AS i, {ph} AS v"))
         .collect();
     format!(
-        "SELECT i, DENSE_RANK() OVER (ORDER BY v) AS r, WEIGHT_STRING(v) AS w FROM ({}) d",
+        "SELECT i, DENSE_RANK() OVER (ORDER BY v) AS r, {} AS w FROM ({}) d",
+        weight_expr(kind, "v"),
         rows.join(" UNION ALL ")
     )
 }
@@ -160,6 +176,8 @@ mod tests {
             collation: (dt == "varchar").then(|| "utf8mb4_0900_ai_ci".into()),
             collation_id: (dt == "varchar").then_some(255),
             octet_length: Some(4),
+            char_length: (dt == "varchar").then_some(5),
+            pad_attribute: (dt == "varchar").then(|| "NO PAD".into()),
             ..ColumnRow::default()
         };
         let cols = vec![
@@ -218,16 +236,36 @@ mod tests {
     fn weights_and_canary_statements() {
         let kind = KeyKind::Text {
             charset: "latin1".into(),
-            collation: "latin1_swedish_ci".into(),
+            collation: "latin1_swedish_nopad_ci".into(),
+            pad_to: None,
         };
         let w = weights_select(&kind, 2);
         assert_eq!(
-            w.matches("WEIGHT_STRING(CONVERT(UNHEX(?) USING latin1) COLLATE latin1_swedish_ci)")
-                .count(),
+            w.matches(
+                "WEIGHT_STRING(CONVERT(UNHEX(?) USING latin1) COLLATE latin1_swedish_nopad_ci)"
+            )
+            .count(),
             2
         );
         let c = canary_select(&kind, 3);
         assert_eq!(c.matches('?').count(), 3);
-        assert!(c.contains("DENSE_RANK() OVER (ORDER BY v)"));
+        assert!(c.contains("DENSE_RANK() OVER (ORDER BY v) AS r, WEIGHT_STRING(v) AS w"));
+        // PAD SPACE: weighed at the column's length, in the canary too
+        let pad = KeyKind::Text {
+            charset: "latin1".into(),
+            collation: "latin1_swedish_ci".into(),
+            pad_to: Some(12),
+        };
+        let w = weights_select(&pad, 2);
+        assert_eq!(
+            w.matches(
+                "WEIGHT_STRING(CONVERT(UNHEX(?) USING latin1) COLLATE latin1_swedish_ci AS CHAR(12))"
+            )
+            .count(),
+            2,
+            "{w}"
+        );
+        let c = canary_select(&pad, 3);
+        assert!(c.contains("WEIGHT_STRING(v AS CHAR(12)) AS w"), "{c}");
     }
 }

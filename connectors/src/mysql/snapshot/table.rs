@@ -68,6 +68,11 @@ pub(crate) struct ColumnRow {
     pub numeric_precision: Option<u64>,
     pub datetime_precision: Option<u64>,
     pub octet_length: Option<u64>,
+    /// `CHARACTER_MAXIMUM_LENGTH`: a character column's length in characters.
+    pub char_length: Option<u64>,
+    /// MySQL `COLLATIONS.PAD_ATTRIBUTE` (`PAD SPACE` / `NO PAD`); `None` where the server
+    /// has no such column (MariaDB), see [`pads_space`].
+    pub pad_attribute: Option<String>,
 }
 
 /// One `information_schema.STATISTICS` row of a unique index, as read.
@@ -160,6 +165,16 @@ pub(crate) fn is_plain_identifier(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
+/// True if `collation` compares as if the shorter value were padded with spaces: MySQL says
+/// so in `PAD_ATTRIBUTE`; MariaDB has no such column and names every NO PAD collation
+/// `…_nopad_…`, every other one pads.
+pub(crate) fn pads_space(collation: &str, pad_attribute: Option<&str>) -> bool {
+    match pad_attribute {
+        Some(attr) => attr.trim().eq_ignore_ascii_case("PAD SPACE"),
+        None => !collation.to_ascii_lowercase().contains("_nopad_"),
+    }
+}
+
 fn key_kind(table: &TableId, c: &ColumnRow) -> Result<KeyKind, SnapshotError> {
     let refuse = || SnapshotError::PkUnsupportedType {
         table: table.clone(),
@@ -183,9 +198,22 @@ fn key_kind(table: &TableId, c: &ColumnRow) -> Result<KeyKind, SnapshotError> {
                 if !is_plain_identifier(coll) {
                     return Err(SnapshotError::InvalidIdentifier { what: "collation" });
                 }
+                let pad_to = if pads_space(coll, c.pad_attribute.as_deref()) {
+                    // weights are taken at the column's length: without it the padded
+                    // comparison cannot be reproduced
+                    let n = c
+                        .char_length
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|n| *n > 0)
+                        .ok_or_else(refuse)?;
+                    Some(n)
+                } else {
+                    None
+                };
                 KeyKind::Text {
                     charset: cs.clone(),
                     collation: coll.clone(),
+                    pad_to,
                 }
             }
             _ => return Err(refuse()),
@@ -365,6 +393,8 @@ mod tests {
             collation: text.then(|| "utf8mb4_0900_ai_ci".into()),
             collation_id: text.then_some(255),
             octet_length: Some(16),
+            char_length: text.then_some(4),
+            pad_attribute: text.then(|| "NO PAD".into()),
             ..ColumnRow::default()
         }
     }
@@ -461,6 +491,40 @@ mod tests {
             .table
             .fingerprint;
         assert_ne!(f1, f3);
+    }
+
+    #[test]
+    fn pad_space_text_keys_carry_their_character_length() {
+        // MySQL: PAD_ATTRIBUTE decides
+        let mut c = col("k", "varchar", "varchar(4)", false);
+        c.collation = Some("utf8mb4_general_ci".into());
+        c.pad_attribute = Some("PAD SPACE".into());
+        let key = |c: ColumnRow| {
+            describe_from(&t(), vec![c], &[idx("PRIMARY", 1, "k")], 0)
+                .map(|l| l.table.key.columns[0].kind.clone())
+        };
+        let pad = |k: KeyKind| match k {
+            KeyKind::Text { pad_to, .. } => pad_to,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(pad(key(c.clone()).unwrap()), Some(4));
+        let mut nopad = c.clone();
+        nopad.pad_attribute = Some("NO PAD".into());
+        assert_eq!(pad(key(nopad).unwrap()), None);
+        // MariaDB: the name decides
+        let mut maria = c.clone();
+        maria.pad_attribute = None;
+        assert_eq!(pad(key(maria.clone()).unwrap()), Some(4));
+        maria.collation = Some("utf8mb4_general_nopad_ci".into());
+        assert_eq!(pad(key(maria).unwrap()), None);
+        // a padding collation without a length cannot be ordered
+        let mut unknown = c;
+        unknown.char_length = None;
+        let e = key(unknown).unwrap_err();
+        assert_eq!(e.code(), "snapshot_pk_unsupported_type");
+        assert!(pads_space("latin1_swedish_ci", None));
+        assert!(!pads_space("latin1_swedish_nopad_ci", None));
+        assert!(!pads_space("utf8mb4_0900_ai_ci", Some("NO PAD")));
     }
 
     #[test]
