@@ -3,11 +3,13 @@
 
 mod pipeline_runner;
 mod pipeline_spec;
+mod prepared_snapshot;
 mod runner_exit;
 mod runner_sink;
 mod runner_snapshot;
 mod runner_supervisor;
 mod snapshot_driver;
+mod table_run;
 
 pub use pipeline_spec::PipelineSpec;
 pub use runner_supervisor::supervise;

@@ -43,7 +43,8 @@ use tracing::{info, warn};
 use super::pipeline_spec::{CheckedPipelineSpec, StartAt};
 use super::runner_exit::RunnerExit;
 use super::runner_sink::RunnerSink;
-use super::snapshot_driver::{ChunkRows, PreparedSnapshot, ProgressWrite, SnapshotDriver};
+use super::snapshot_driver::{ChunkRows, PreparedSnapshot, SnapshotDriver};
+use super::table_run::ProgressWrite;
 use crate::metrics::Metrics;
 use crate::node::Node;
 

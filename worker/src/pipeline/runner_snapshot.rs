@@ -14,8 +14,10 @@ use tracing::info;
 
 use super::pipeline_runner::PipelineRunner;
 use super::pipeline_spec::{CheckedSnapshot, SnapshotMode};
+use super::prepared_snapshot::PreparedSnapshot;
 use super::runner_exit::RunnerExit;
-use super::snapshot_driver::{key_parts, PreparedSnapshot, SnapshotDriver, TableRun};
+use super::snapshot_driver::SnapshotDriver;
+use super::table_run::{key_parts, TableRun};
 
 type Step<T> = Result<T, RunnerExit>;
 

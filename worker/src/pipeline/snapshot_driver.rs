@@ -7,15 +7,20 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use capstan_connectors::mysql::snapshot::{KeyKind, KeyPart, SnapshotReader, SnapshotTable};
+use capstan_connectors::mysql::snapshot::{KeyPart, SnapshotReader, SnapshotTable};
 use capstan_connectors::mysql::{AssemblerOutput, ValidSourceConfig};
 use capstan_core::change::{Change, Op, Row, SchemaChange, TableId};
 use capstan_core::position::Position;
 use capstan_core::snapshot::{
-    KeyComponent, ReadyChunk, RowKeys, SessionError, SnapshotKey, SnapshotSession, TableStatus,
+    ReadyChunk, RowKeys, SessionError, SnapshotKey, SnapshotSession, TableStatus,
 };
 use capstan_kafka::exactly_once::{SnapshotProgress, TableProgress as KafkaTableProgress};
-use capstan_raft_store::{KeyBytes, SnapshotTableStatus};
+use capstan_raft_store::SnapshotTableStatus;
+
+pub use super::prepared_snapshot::PreparedSnapshot;
+use super::table_run::{
+    encode, encode_cached, fetch_weights, key_bytes, Halt, ProgressWrite, TableRun,
+};
 
 /// While the stream has a backlog, at most one chunk per this interval: live changes first.
 pub const BACKLOG_CHUNK_INTERVAL: Duration = Duration::from_millis(250);
@@ -34,63 +39,6 @@ pub struct ChunkRows {
     pub raw_end: Option<Vec<KeyPart>>,
 }
 
-/// One table of the snapshot as this runner drives it.
-#[derive(Debug)]
-pub struct TableRun {
-    /// What the reader described.
-    pub table: SnapshotTable,
-    /// Raw key of the last published row.
-    pub raw_cursor: Option<Vec<KeyPart>>,
-    /// Raw key of the last row that may have been published (ahead after a crash).
-    pub raw_delivered: Option<Vec<KeyPart>>,
-    /// Rows published so far.
-    pub rows_done: u64,
-    /// The server's estimate.
-    pub rows_estimated: u64,
-    /// Collation weights per key column index, for string keys.
-    weights: HashMap<usize, HashMap<Vec<u8>, Vec<u8>>>,
-}
-
-impl TableRun {
-    /// A table at its stored progress.
-    pub fn new(
-        table: SnapshotTable,
-        raw_cursor: Option<Vec<KeyPart>>,
-        raw_delivered: Option<Vec<KeyPart>>,
-        rows_done: u64,
-        rows_estimated: u64,
-    ) -> Self {
-        TableRun {
-            table,
-            raw_cursor,
-            raw_delivered,
-            rows_done,
-            rows_estimated,
-            weights: HashMap::new(),
-        }
-    }
-}
-
-/// A progress write for Raft.
-#[derive(Clone, Debug)]
-pub struct ProgressWrite {
-    /// `schema.table`.
-    pub table: String,
-    /// Encoded raw key of the last published row.
-    pub pk_cursor: Option<KeyBytes>,
-    /// Encoded raw key of the last row that may be published.
-    pub delivered_pk: Option<KeyBytes>,
-    /// The table's status.
-    pub status: SnapshotTableStatus,
-    /// Rows published.
-    pub rows_done: u64,
-    /// The estimate.
-    pub rows_estimated: u64,
-}
-
-/// Why the snapshot halts (a value-free code).
-pub type Halt = &'static str;
-
 /// See the module documentation.
 #[derive(Debug)]
 pub struct SnapshotDriver {
@@ -108,108 +56,6 @@ pub struct SnapshotDriver {
     pub suppressed: u64,
     /// Lock hold times of the chunks read (MySQL), for the status log.
     pub lock_holds: Vec<Duration>,
-}
-
-/// The raw key as stored in Raft and in the exactly-once offsets record.
-pub fn key_bytes(parts: &[KeyPart]) -> Option<KeyBytes> {
-    serde_json::to_vec(parts).ok().map(KeyBytes::new)
-}
-
-/// The raw key back from its stored form.
-pub fn key_parts(bytes: &KeyBytes) -> Result<Vec<KeyPart>, Halt> {
-    serde_json::from_slice(bytes.as_bytes()).map_err(|_| "snapshot_cursor_unreadable")
-}
-
-/// A snapshot ready to start: the reader, the tables at their stored progress.
-#[derive(Debug)]
-pub struct PreparedSnapshot {
-    /// The chunk reader (its connection stays open).
-    pub reader: SnapshotReader,
-    /// The tables, in reading order.
-    pub order: Vec<TableId>,
-    /// Each table at its stored progress.
-    pub tables: HashMap<TableId, TableRun>,
-    /// Each table's status.
-    pub status: HashMap<TableId, TableStatus>,
-    /// Rows per chunk.
-    pub chunk_size: u32,
-    /// Rows per second ceiling.
-    pub max_rows_per_second: Option<u32>,
-}
-
-impl PreparedSnapshot {
-    /// The progress as the exactly-once offsets record carries it (no chunk counter: the
-    /// record's own counter orders records).
-    pub fn kafka_progress(&self) -> SnapshotProgress {
-        let tables = self
-            .order
-            .iter()
-            .filter_map(|id| {
-                let run = self.tables.get(id)?;
-                let complete = self.status.get(id) == Some(&TableStatus::Complete);
-                let cursor = run
-                    .raw_cursor
-                    .as_ref()
-                    .and_then(|c| serde_json::to_value(c).ok());
-                Some((id.to_string(), KafkaTableProgress { cursor, complete }))
-            })
-            .collect();
-        SnapshotProgress {
-            chunks_committed: 0,
-            tables,
-        }
-    }
-
-    /// Exactly-once: the offsets record committed in Kafka is ahead of Raft (a chunk was
-    /// published and its Raft write lost). Adopts its cursors; returns the Raft writes that
-    /// bring Raft up to date.
-    pub fn adopt_kafka(&mut self, kafka: &SnapshotProgress) -> Result<Vec<ProgressWrite>, Halt> {
-        let mut writes = Vec::new();
-        for (name, progress) in &kafka.tables {
-            let Some(id) = self.order.iter().find(|t| t.to_string() == *name).cloned() else {
-                return Err("snapshot_config_drifted");
-            };
-            let run = self.tables.get_mut(&id).ok_or("snapshot_config_drifted")?;
-            let cursor: Option<Vec<KeyPart>> = match &progress.cursor {
-                Some(v) => Some(
-                    serde_json::from_value(v.clone()).map_err(|_| "snapshot_cursor_unreadable")?,
-                ),
-                None => None,
-            };
-            let status = if progress.complete {
-                TableStatus::Complete
-            } else if cursor.is_some() {
-                TableStatus::InProgress
-            } else {
-                TableStatus::Pending
-            };
-            let changed = cursor != run.raw_cursor || self.status.get(&id) != Some(&status);
-            if !changed {
-                continue;
-            }
-            run.raw_cursor = cursor.clone();
-            run.raw_delivered = cursor;
-            self.status.insert(id.clone(), status);
-            writes.push(ProgressWrite {
-                table: name.clone(),
-                pk_cursor: run.raw_cursor.as_deref().and_then(key_bytes),
-                delivered_pk: run.raw_delivered.as_deref().and_then(key_bytes),
-                status: match status {
-                    TableStatus::Complete => SnapshotTableStatus::Complete,
-                    TableStatus::InProgress => SnapshotTableStatus::InProgress,
-                    TableStatus::Pending => SnapshotTableStatus::Pending,
-                },
-                rows_done: run.rows_done,
-                rows_estimated: run.rows_estimated,
-            });
-        }
-        Ok(writes)
-    }
-
-    /// True when every table is complete.
-    pub fn is_complete(&self) -> bool {
-        self.status.values().all(|s| *s == TableStatus::Complete)
-    }
 }
 
 impl SnapshotDriver {
@@ -607,71 +453,4 @@ impl SnapshotDriver {
             tables,
         }
     }
-}
-
-/// The order-preserving key of `parts`, using cached weights only.
-fn encode_cached(run: &TableRun, parts: &[KeyPart]) -> Option<SnapshotKey> {
-    let mut weights: Vec<&[u8]> = Vec::new();
-    for (i, part) in parts.iter().enumerate() {
-        if let KeyPart::Text(bytes) = part {
-            weights.push(run.weights.get(&i)?.get(bytes)?.as_slice());
-        }
-    }
-    let mut w = weights.into_iter();
-    let components: Option<Vec<KeyComponent<'_>>> = parts
-        .iter()
-        .map(|part| match part {
-            KeyPart::Int(v) => Some(KeyComponent::Int(*v)),
-            KeyPart::UInt(v) => Some(KeyComponent::UInt(*v)),
-            KeyPart::Bytes(b) => Some(KeyComponent::Bytes(b)),
-            KeyPart::Text(_) => w.next().map(KeyComponent::Bytes),
-        })
-        .collect();
-    Some(SnapshotKey::encode(&components?))
-}
-
-/// The order-preserving key of `parts`, asking the server for missing weights.
-async fn encode(
-    reader: &mut SnapshotReader,
-    run: &mut TableRun,
-    parts: &[KeyPart],
-) -> Result<SnapshotKey, Halt> {
-    for (i, part) in parts.iter().enumerate() {
-        if let KeyPart::Text(bytes) = part {
-            if !run.weights.get(&i).is_some_and(|m| m.contains_key(bytes)) {
-                fetch_weights(reader, run, i, vec![bytes.clone()]).await?;
-            }
-        }
-    }
-    encode_cached(run, parts).ok_or("snapshot_pk_weight_failed")
-}
-
-async fn fetch_weights(
-    reader: &mut SnapshotReader,
-    run: &mut TableRun,
-    index: usize,
-    values: Vec<Vec<u8>>,
-) -> Result<(), Halt> {
-    let column = run
-        .table
-        .key
-        .columns
-        .get(index)
-        .ok_or("snapshot_pk_weight_failed")?;
-    if !matches!(column.kind, KeyKind::Text { .. }) {
-        return Err("snapshot_pk_weight_failed");
-    }
-    let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
-    let weights = reader
-        .weights(column, &refs)
-        .await
-        .map_err(|_| "snapshot_pk_weight_failed")?;
-    if weights.len() != values.len() {
-        return Err("snapshot_pk_weight_failed");
-    }
-    let cache = run.weights.entry(index).or_default();
-    for (value, weight) in values.into_iter().zip(weights) {
-        cache.insert(value, weight);
-    }
-    Ok(())
 }

@@ -1,0 +1,104 @@
+//! A snapshot ready to start: the reader and the tables at their stored progress, merged
+//! with the exactly-once offsets record when Kafka is ahead of Raft.
+
+use std::collections::HashMap;
+
+use capstan_connectors::mysql::snapshot::{KeyPart, SnapshotReader};
+use capstan_core::change::TableId;
+use capstan_core::snapshot::TableStatus;
+use capstan_kafka::exactly_once::{SnapshotProgress, TableProgress as KafkaTableProgress};
+use capstan_raft_store::SnapshotTableStatus;
+
+use super::table_run::{key_bytes, Halt, ProgressWrite, TableRun};
+
+/// A snapshot ready to start: the reader, the tables at their stored progress.
+#[derive(Debug)]
+pub struct PreparedSnapshot {
+    /// The chunk reader (its connection stays open).
+    pub reader: SnapshotReader,
+    /// The tables, in reading order.
+    pub order: Vec<TableId>,
+    /// Each table at its stored progress.
+    pub tables: HashMap<TableId, TableRun>,
+    /// Each table's status.
+    pub status: HashMap<TableId, TableStatus>,
+    /// Rows per chunk.
+    pub chunk_size: u32,
+    /// Rows per second ceiling.
+    pub max_rows_per_second: Option<u32>,
+}
+
+impl PreparedSnapshot {
+    /// The progress as the exactly-once offsets record carries it (no chunk counter: the
+    /// record's own counter orders records).
+    pub fn kafka_progress(&self) -> SnapshotProgress {
+        let tables = self
+            .order
+            .iter()
+            .filter_map(|id| {
+                let run = self.tables.get(id)?;
+                let complete = self.status.get(id) == Some(&TableStatus::Complete);
+                let cursor = run
+                    .raw_cursor
+                    .as_ref()
+                    .and_then(|c| serde_json::to_value(c).ok());
+                Some((id.to_string(), KafkaTableProgress { cursor, complete }))
+            })
+            .collect();
+        SnapshotProgress {
+            chunks_committed: 0,
+            tables,
+        }
+    }
+
+    /// Exactly-once: the offsets record committed in Kafka is ahead of Raft (a chunk was
+    /// published and its Raft write lost). Adopts its cursors; returns the Raft writes that
+    /// bring Raft up to date.
+    pub fn adopt_kafka(&mut self, kafka: &SnapshotProgress) -> Result<Vec<ProgressWrite>, Halt> {
+        let mut writes = Vec::new();
+        for (name, progress) in &kafka.tables {
+            let Some(id) = self.order.iter().find(|t| t.to_string() == *name).cloned() else {
+                return Err("snapshot_config_drifted");
+            };
+            let run = self.tables.get_mut(&id).ok_or("snapshot_config_drifted")?;
+            let cursor: Option<Vec<KeyPart>> = match &progress.cursor {
+                Some(v) => Some(
+                    serde_json::from_value(v.clone()).map_err(|_| "snapshot_cursor_unreadable")?,
+                ),
+                None => None,
+            };
+            let status = if progress.complete {
+                TableStatus::Complete
+            } else if cursor.is_some() {
+                TableStatus::InProgress
+            } else {
+                TableStatus::Pending
+            };
+            let changed = cursor != run.raw_cursor || self.status.get(&id) != Some(&status);
+            if !changed {
+                continue;
+            }
+            run.raw_cursor = cursor.clone();
+            run.raw_delivered = cursor;
+            self.status.insert(id.clone(), status);
+            writes.push(ProgressWrite {
+                table: name.clone(),
+                pk_cursor: run.raw_cursor.as_deref().and_then(key_bytes),
+                delivered_pk: run.raw_delivered.as_deref().and_then(key_bytes),
+                status: match status {
+                    TableStatus::Complete => SnapshotTableStatus::Complete,
+                    TableStatus::InProgress => SnapshotTableStatus::InProgress,
+                    TableStatus::Pending => SnapshotTableStatus::Pending,
+                },
+                rows_done: run.rows_done,
+                rows_estimated: run.rows_estimated,
+            });
+        }
+        Ok(writes)
+    }
+
+    /// True when every table is complete.
+    pub fn is_complete(&self) -> bool {
+        self.status.values().all(|s| *s == TableStatus::Complete)
+    }
+}
