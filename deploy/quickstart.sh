@@ -85,9 +85,10 @@ chroot "$HOME/.cache/capstan/mysql-sid-chroot" mysql --no-defaults -uroot --sock
 DROP DATABASE IF EXISTS $schema;
 CREATE DATABASE $schema;
 CREATE TABLE $schema.items (id INT PRIMARY KEY, name VARCHAR(40), price DECIMAL(10,2), added DATETIME(3));
+INSERT INTO $schema.items VALUES (10, 'fig', 3.10, NOW(3)), (11, 'kiwi', 0.80, NOW(3)), (12, 'plum', 1.20, NOW(3));
 SQL
 
-say "creating the pipeline (through worker 2's API; writes reach the leader wherever they land)"
+say "creating the pipeline with an initial snapshot of the 3 existing rows (through worker 2's API; writes reach the leader wherever they land)"
 definition=$(jq -n \
   --arg host "$CAPSTAN_MYSQL_HOST" --argjson port "$CAPSTAN_MYSQL_PORT" \
   --arg user "$CAPSTAN_MYSQL_USER" --arg password "$CAPSTAN_MYSQL_PASSWORD" \
@@ -96,6 +97,7 @@ definition=$(jq -n \
     source: {host: $host, port: $port, user: $user, password: $password,
              tls: {mode: "verify_none"}, server_id: 7001, flavor: "mysql"},
     tables: {include: [$table]},
+    snapshot: {mode: "initial", chunk_size: 2},
     kafka: {bootstrap_servers: $bootstrap, topic_prefix: "demo"},
     start_position: "current"
   }')
@@ -107,7 +109,7 @@ for _ in $(seq 1 100); do
   [[ $state == failed ]] && { curl -fsS "$url/pipelines/quickstart/status" | jq .; exit 1; }
   sleep 0.2
 done
-curl -fsS "$url/pipelines/quickstart/status" | jq -c '{name, owner, epoch, state}'
+curl -fsS "$url/pipelines/quickstart/status" | jq -c '{name, owner, epoch, state, snapshot}'
 
 say "writing rows on MySQL"
 chroot "$HOME/.cache/capstan/mysql-sid-chroot" mysql --no-defaults -uroot --socket=/run/capstan-mysql.sock <<SQL
@@ -121,15 +123,17 @@ topic=demo.$schema.items
 events=""
 for _ in $(seq 1 50); do
   events=$(kcat -b "$bootstrap" -C -t "$topic" -e -q -f '%k | %s\n' 2>/dev/null || true)
-  [[ $(grep -c . <<<"$events") -ge 5 ]] && break
+  [[ $(grep -c . <<<"$events") -ge 9 ]] && break
   sleep 0.3
 done
 printf '%s\n' "$events" | while IFS= read -r line; do
   key=${line%% | *}; value=${line#* | }
   if [[ -z $value ]]; then
     printf '%s | (tombstone)\n' "$key"
+  elif jq -e .snapshot_complete >/dev/null <<<"$value"; then
+    printf '%s | (snapshot complete: %s rows)\n' "$key" "$(jq .snapshot_complete.rows <<<"$value")"
   else
-    printf '%s | %s\n' "$key" "$(jq -c '{op, before, after, source: {db: .source.db, table: .source.table, gtid: .source.gtid}}' <<<"$value")"
+    printf '%s | %s\n' "$key" "$(jq -c '{op, before, after, source: {db: .source.db, table: .source.table, snapshot: .source.snapshot, gtid: .source.gtid}}' <<<"$value")"
   fi
 done
 
