@@ -282,6 +282,12 @@ fn write_escaped(out: &mut Vec<u8>, s: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.reserve(s.len() + 2);
     out.push(b'"');
+    if !s.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+        // the common case: nothing to escape
+        out.extend_from_slice(s);
+        out.push(b'"');
+        return;
+    }
     let mut start = 0;
     for (i, &b) in s.iter().enumerate() {
         let esc: &[u8] = match b {

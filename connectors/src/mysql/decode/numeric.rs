@@ -98,6 +98,9 @@ pub(crate) fn decimal(cur: &mut Cursor<'_>, precision: u8, scale: u8) -> Result<
     // a negative value has every byte inverted; the sign bit is inverted either way
     let mask = if negative { 0xff } else { 0 };
     let intg = p - s;
+    if p <= 18 {
+        return small_decimal(cur, raw, negative, intg, s);
+    }
     let mut text = DecimalText {
         buf: [0; 72],
         len: 0,
@@ -165,6 +168,92 @@ pub(crate) fn decimal(cur: &mut Cursor<'_>, precision: u8, scale: u8) -> Result<
     let from = usize::from(negative && !nonzero);
     let digits = text.buf.get(from..text.len).unwrap_or_default();
     let text = std::str::from_utf8(digits).map_err(|_| cur.fail("decimal text"))?;
+    Ok(Value::Decimal(text.to_string()))
+}
+
+/// DECIMAL(p, s) with p <= 18: the integer and fraction digits each fit a `u64`.
+fn small_decimal(
+    cur: &Cursor<'_>,
+    raw: &[u8],
+    negative: bool,
+    intg: usize,
+    scale: usize,
+) -> Result<Value, Halt> {
+    let mask = if negative { 0xff } else { 0 };
+    let mut pos = 0usize;
+    // the digit groups of `digits` digits (partial group first for the integer part, last
+    // for the fraction), accumulated into one number
+    let mut part = |digits: usize, leading_partial: bool| -> Result<u64, Halt> {
+        let (full, partial) = (digits / 9, digits % 9);
+        let mut acc = 0u64;
+        let mut group = |width: usize| -> Result<(), Halt> {
+            let n = if width == 9 { 4 } else { DIG2BYTES[width] };
+            let bytes = raw
+                .get(pos..pos + n)
+                .ok_or_else(|| cur.fail("decimal truncated"))?;
+            let mut v = bytes
+                .iter()
+                .fold(0u64, |acc, &b| (acc << 8) | u64::from(b ^ mask));
+            if pos == 0 && n > 0 {
+                // the sign bit is the top bit of the first byte
+                v ^= 0x80 << (8 * (n - 1));
+            }
+            if v >= POW10[width] {
+                return Err(cur.fail("decimal digit group out of range"));
+            }
+            pos += n;
+            acc = acc * POW10[width] + v;
+            Ok(())
+        };
+        if leading_partial && partial > 0 {
+            group(partial)?;
+        }
+        for _ in 0..full {
+            group(9)?;
+        }
+        if !leading_partial && partial > 0 {
+            group(partial)?;
+        }
+        Ok(acc)
+    };
+    let int = part(intg, true)?;
+    let frac = part(scale, false)?;
+    // sign, up to 18 integer digits, point, up to 18 fraction digits
+    let mut buf = [0u8; 40];
+    let mut len = 0usize;
+    let mut push = |b: u8| {
+        if let Some(slot) = buf.get_mut(len) {
+            *slot = b;
+            len += 1;
+        }
+    };
+    if negative && (int != 0 || frac != 0) {
+        push(b'-');
+    }
+    let mut digits = [b'0'; 20];
+    let mut i = digits.len();
+    let mut v = int;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    digits[i..].iter().for_each(|&d| push(d));
+    if scale > 0 {
+        push(b'.');
+        let mut v = frac;
+        let mut f = [b'0'; 20];
+        for slot in f[..scale].iter_mut().rev() {
+            *slot = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+        f[..scale].iter().for_each(|&d| push(d));
+    }
+    let text = std::str::from_utf8(buf.get(..len).unwrap_or_default())
+        .map_err(|_| cur.fail("decimal text"))?;
     Ok(Value::Decimal(text.to_string()))
 }
 
