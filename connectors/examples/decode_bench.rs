@@ -19,6 +19,10 @@ use capstan_connectors::mysql::{
     AssemblerConfig, AssemblerOutput, BinlogFileEvents, TableFilter, TransactionAssembler,
 };
 
+/// The allocator capstan's worker binary uses (see `worker/src/main.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() -> Result<(), BoxError> {

@@ -7,17 +7,28 @@
 //! cargo run --release -p capstan-connectors --example source_bench -- --rows 1000000
 //! ```
 //!
-//! Steps: create a fresh schema and a 10-column table; record the executed GTID set and the
-//! binlog coordinates; load `--rows` row changes (60% inserts, 25% updates, 15% deletes) in
+//! Steps: create a fresh schema and a 10-column table; rotate the binlog (`FLUSH BINARY
+//! LOGS`); record the executed GTID set and the binlog coordinates; load `--rows` row changes (60% inserts, 25% updates, 15% deletes) in
 //! multi-row transactions of `--txn-rows` changes; record the GTID set again; then read exactly
 //! that range three times, one reader at a time:
 //!
 //! 1. capstan's `BinlogSource` from the before-set, decoding every row of the table, until its
 //!    position covers the after-set;
-//! 2. `mysqlbinlog` (inside the MySQL chroot) with a GTID dump that excludes the before-set,
-//!    to the end of the last binlog, output to /dev/null;
+//! 2. `mysqlbinlog` (inside the MySQL chroot), a file/position dump from the before-mark's
+//!    coordinates to the after-mark's (`--start-position` in the first file of the range,
+//!    `--stop-position` in the last), output to /dev/null: exactly the range capstan reads,
+//!    even when the server has written more since. (With a GTID dump mysqlbinlog's
+//!    `--stop-position` counts from where the dump starts, not in server positions, so it
+//!    cannot bound a GTID dump to the range; the position dump also spares the server the
+//!    skip over the excluded prefix that capstan's GTID dump costs it);
 //! 3. python-mysql-replication from the binlog coordinates recorded before the load (its GTID
 //!    parser rejects tagged GTID sets, which the dev server holds), counting decoded rows.
+//!
+//! `--repeat N` reads the range N times with each of capstan and mysqlbinlog (alternating, so
+//! both see the same machine load) and prints the median and the spread of each; python reads
+//! it once. `--range FILE` keeps the loaded range for later runs: the first run loads and
+//! writes the schema, marks and counts to FILE (and keeps the schema); a run that finds FILE
+//! reads that range again without loading.
 //!
 //! Readers connect as the replication account (`CAPSTAN_MYSQL_USER`) over TLS without peer
 //! verification; the load runs as the admin account. No row values or passwords are printed.
@@ -34,6 +45,10 @@ use capstan_connectors::mysql::{
 use capstan_core::position::{GtidSet, Position};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder, SslOpts};
+
+/// The allocator capstan's worker binary uses (see `worker/src/main.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -75,11 +90,14 @@ struct Args {
     skip_python: bool,
     keep_schema: bool,
     read_only: bool,
+    repeat: usize,
+    range: Option<PathBuf>,
 }
 
 fn usage() -> &'static str {
     "usage: source_bench [--rows N (1000000)] [--txn-rows N (1000)] [--chroot DIR] [--venv DIR] \
-     [--skip-mysqlbinlog] [--skip-python] [--keep-schema] [--read-only-pass]"
+     [--skip-mysqlbinlog] [--skip-python] [--keep-schema] [--read-only-pass] [--repeat N (1)] \
+     [--range FILE]"
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -94,6 +112,8 @@ fn parse_args() -> Result<Args, BoxError> {
         skip_python: false,
         keep_schema: false,
         read_only: false,
+        repeat: 1,
+        range: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -110,6 +130,8 @@ fn parse_args() -> Result<Args, BoxError> {
             "--skip-python" => args.skip_python = true,
             "--keep-schema" => args.keep_schema = true,
             "--read-only-pass" => args.read_only = true,
+            "--repeat" => args.repeat = value()?.parse()?,
+            "--range" => args.range = Some(PathBuf::from(value()?)),
             "-h" | "--help" => {
                 println!("{}", usage());
                 std::process::exit(0);
@@ -117,8 +139,8 @@ fn parse_args() -> Result<Args, BoxError> {
             other => return Err(format!("unknown argument {other}\n{}", usage()).into()),
         }
     }
-    if args.rows == 0 || args.txn_rows < 4 {
-        return Err("--rows must be > 0 and --txn-rows >= 4".into());
+    if args.rows == 0 || args.txn_rows < 4 || args.repeat == 0 {
+        return Err("--rows and --repeat must be > 0 and --txn-rows >= 4".into());
     }
     Ok(args)
 }
@@ -201,6 +223,22 @@ async fn binlog_bytes(conn: &mut Conn, from: &Mark, to: &Mark) -> Result<u64, Bo
         total += end.saturating_sub(start);
         if name == to.file {
             return Ok(total);
+        }
+    }
+    Err("binlog files of the load range not found (purged?)".into())
+}
+
+/// The binlog files from the one holding `from` to the one holding `to`, in order.
+async fn binlog_files(conn: &mut Conn, from: &Mark, to: &Mark) -> Result<Vec<String>, BoxError> {
+    let logs: Vec<mysql_async::Row> = conn.query("SHOW BINARY LOGS").await?;
+    let mut files = Vec::new();
+    for row in logs {
+        let name: String = row.get(0).ok_or("no log name")?;
+        if name == from.file || !files.is_empty() {
+            files.push(name.clone());
+        }
+        if name == to.file && !files.is_empty() {
+            return Ok(files);
         }
     }
     Err("binlog files of the load range not found (purged?)".into())
@@ -377,6 +415,8 @@ fn run_mysqlbinlog(
     s: &Server,
     chroot: &std::path::Path,
     before: &Mark,
+    after: &Mark,
+    files: &[String],
 ) -> Result<Duration, BoxError> {
     use std::os::unix::fs::OpenOptionsExt;
     // The password goes in an option file readable by root only, never on a command line.
@@ -397,15 +437,15 @@ fn run_mysqlbinlog(
         .arg(chroot)
         .arg("mysqlbinlog")
         .arg(format!("--defaults-extra-file=/{cnf_name}"))
-        .arg("--read-from-remote-source=BINLOG-DUMP-GTIDS")
-        .arg(format!("--exclude-gtids={}", before.gtids))
-        .arg("--to-last-log")
+        .arg("--read-from-remote-source=BINLOG-DUMP-NON-GTIDS")
+        .arg(format!("--start-position={}", before.pos))
+        .arg(format!("--stop-position={}", after.pos))
         .arg(format!("--host={}", s.host))
         .arg(format!("--port={}", s.port))
         .arg(format!("--user={}", s.user))
         .arg("--ssl-mode=REQUIRED")
         .arg(format!("--connection-server-id={}", unique_server_id(2)))
-        .arg(&before.file)
+        .args(files)
         .stdout(Stdio::from(devnull))
         .stderr(Stdio::inherit())
         .status();
@@ -418,12 +458,18 @@ fn run_mysqlbinlog(
     Ok(elapsed)
 }
 
-fn mysqlbinlog_command_shape(s: &Server, before: &Mark) -> String {
+fn mysqlbinlog_command_shape(s: &Server, before: &Mark, after: &Mark, files: &[String]) -> String {
     format!(
         "chroot <chroot> mysqlbinlog --defaults-extra-file=<password file> \
-         --read-from-remote-source=BINLOG-DUMP-GTIDS --exclude-gtids=<before-set> --to-last-log \
-         --host={} --port={} --user={} --ssl-mode=REQUIRED --connection-server-id=<id> {} > /dev/null",
-        s.host, s.port, s.user, before.file
+         --read-from-remote-source=BINLOG-DUMP-NON-GTIDS --start-position={} \
+         --stop-position={} --host={} --port={} --user={} --ssl-mode=REQUIRED \
+         --connection-server-id=<id> {} > /dev/null",
+        before.pos,
+        after.pos,
+        s.host,
+        s.port,
+        s.user,
+        files.join(" ")
     )
 }
 
@@ -475,10 +521,98 @@ fn run_python(
     })
 }
 
+/// A loaded range: what `--range FILE` keeps between runs.
+#[derive(Clone, Debug)]
+struct Range {
+    schema: String,
+    before: Mark,
+    after: Mark,
+    bytes: u64,
+    expected: u64,
+}
+
+impl Range {
+    fn save(&self, path: &std::path::Path) -> Result<(), BoxError> {
+        let text = format!(
+            "schema={}\nbefore_file={}\nbefore_pos={}\nbefore_gtids={}\nafter_file={}\n\
+             after_pos={}\nafter_gtids={}\nbytes={}\nexpected={}\n",
+            self.schema,
+            self.before.file,
+            self.before.pos,
+            self.before.gtids,
+            self.after.file,
+            self.after.pos,
+            self.after.gtids,
+            self.bytes,
+            self.expected
+        );
+        std::fs::write(path, text)?;
+        Ok(())
+    }
+
+    fn load(path: &std::path::Path) -> Result<Range, BoxError> {
+        let text = std::fs::read_to_string(path)?;
+        let get = |k: &str| -> Result<&str, BoxError> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k)?.strip_prefix('='))
+                .ok_or_else(|| format!("{} has no {k}", path.display()).into())
+        };
+        Ok(Range {
+            schema: get("schema")?.to_string(),
+            before: Mark {
+                file: get("before_file")?.to_string(),
+                pos: get("before_pos")?.parse()?,
+                gtids: get("before_gtids")?.parse()?,
+            },
+            after: Mark {
+                file: get("after_file")?.to_string(),
+                pos: get("after_pos")?.parse()?,
+                gtids: get("after_gtids")?.parse()?,
+            },
+            bytes: get("bytes")?.parse()?,
+            expected: get("expected")?.parse()?,
+        })
+    }
+}
+
+/// Times of one reader over the repeats.
 struct Line {
     name: &'static str,
     rows: u64,
-    secs: f64,
+    secs: Vec<f64>,
+}
+
+impl Line {
+    fn median(&self) -> f64 {
+        median(&self.secs)
+    }
+
+    fn spread(&self) -> (f64, f64) {
+        let min = self.secs.iter().copied().fold(f64::MAX, f64::min);
+        let max = self.secs.iter().copied().fold(0.0, f64::max);
+        (min, max)
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".to_string())
 }
 
 fn main() -> Result<(), BoxError> {
@@ -489,13 +623,43 @@ fn main() -> Result<(), BoxError> {
     runtime.block_on(run(args))
 }
 
-async fn run(args: Args) -> Result<(), BoxError> {
-    let server = server_from_env()?;
+/// Creates a schema, loads `args.rows` changes and returns the range.
+async fn load_range(args: &Args, admin: &mut Conn) -> Result<Range, BoxError> {
     let unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs();
     let schema = format!("capstan_bench_{unix}_{}", std::process::id());
+    admin
+        .query_drop(format!("CREATE DATABASE `{schema}`"))
+        .await?;
+    admin.query_drop(format!("USE `{schema}`")).await?;
+    admin.query_drop(CREATE_TABLE).await?;
+    // a fresh binlog file for the range: capstan's GTID dump then starts where the range
+    // does instead of the server skipping whatever the current file already holds
+    admin.query_drop("FLUSH BINARY LOGS").await?;
 
+    let before = mark(admin).await?;
+    println!(
+        "loading {} row changes into {schema}.{TABLE} ({} per transaction) ...",
+        args.rows, args.txn_rows
+    );
+    let load_start = Instant::now();
+    let (ins, upd, del) = load(admin, args.rows, args.txn_rows).await?;
+    let load_secs = load_start.elapsed().as_secs_f64();
+    let after = mark(admin).await?;
+    let bytes = binlog_bytes(admin, &before, &after).await?;
+    println!("loaded in {load_secs:.1} s: {ins} inserts, {upd} updates, {del} deletes");
+    Ok(Range {
+        schema,
+        before,
+        after,
+        bytes,
+        expected: ins + upd + del,
+    })
+}
+
+async fn run(args: Args) -> Result<(), BoxError> {
+    let server = server_from_env()?;
     let mut admin = admin_conn(&server).await?;
     let version: Option<String> = admin.query_first("SELECT VERSION()").await?;
     println!(
@@ -504,73 +668,107 @@ async fn run(args: Args) -> Result<(), BoxError> {
         server.host,
         server.port
     );
-    admin
-        .query_drop(format!("CREATE DATABASE `{schema}`"))
-        .await?;
-    admin.query_drop(format!("USE `{schema}`")).await?;
-    admin.query_drop(CREATE_TABLE).await?;
-
-    let before = mark(&mut admin).await?;
-    println!(
-        "loading {} row changes into {schema}.{TABLE} ({} per transaction) ...",
-        args.rows, args.txn_rows
-    );
-    let load_start = Instant::now();
-    let (ins, upd, del) = load(&mut admin, args.rows, args.txn_rows).await?;
-    let load_secs = load_start.elapsed().as_secs_f64();
-    let after = mark(&mut admin).await?;
-    let bytes = binlog_bytes(&mut admin, &before, &after).await?;
-    let expected = ins + upd + del;
+    let reused = match &args.range {
+        Some(path) if path.exists() => Some(Range::load(path)?),
+        _ => None,
+    };
+    let keep_schema = args.keep_schema || args.range.is_some();
+    let range = match reused {
+        Some(r) => {
+            println!("reusing the range of {}", r.schema);
+            r
+        }
+        None => {
+            let r = load_range(&args, &mut admin).await?;
+            if let Some(path) = &args.range {
+                r.save(path)?;
+                println!("range kept in {}", path.display());
+            }
+            r
+        }
+    };
+    let Range {
+        schema,
+        before,
+        after,
+        bytes,
+        expected,
+    } = &range;
+    let (bytes, expected) = (*bytes, *expected);
     let txns = after.gtids.difference(&before.gtids).len();
     println!(
-        "loaded in {load_secs:.1} s: {ins} inserts, {upd} updates, {del} deletes; \
-         {txns} transactions in the range (other sessions' included), {:.1} MB of binlog",
+        "{expected} row changes; {txns} transactions in the range (other sessions' included), \
+         {:.1} MB of binlog",
         bytes as f64 / 1e6
     );
-
     println!(
         "range: {}:{} .. {}:{}; before-set {}",
         before.file, before.pos, after.file, after.pos, before.gtids
     );
     println!("after-set {}", after.gtids);
-
-    let mut lines = Vec::new();
-
-    println!("reading the range with capstan BinlogSource ...");
-    let capstan = run_capstan(&server, &schema, &before, &after, true).await?;
-    if capstan.rows != expected {
+    let files = binlog_files(&mut admin, before, after).await?;
+    if !args.skip_mysqlbinlog {
         println!(
-            "  WARNING: capstan decoded {} rows, expected {expected}",
-            capstan.rows
+            "mysqlbinlog: {}",
+            mysqlbinlog_command_shape(&server, before, after, &files)
         );
     }
-    lines.push(Line {
+
+    let mut capstan = Line {
         name: "capstan BinlogSource",
-        rows: capstan.rows,
-        secs: capstan.elapsed.as_secs_f64(),
-    });
-
-    let mut read_only = None;
-    if args.read_only {
-        println!("reading the range with capstan BinlogSource, rows filtered out ...");
-        let m = run_capstan(&server, &schema, &before, &after, false).await?;
-        read_only = Some(m.elapsed.as_secs_f64());
+        rows: expected,
+        secs: Vec::new(),
+    };
+    let mut read_only = Vec::new();
+    let mut mysqlbinlog = Line {
+        name: "mysqlbinlog > /dev/null",
+        rows: expected,
+        secs: Vec::new(),
+    };
+    let mut loads = vec![load_average()];
+    for round in 0..args.repeat {
+        let m = run_capstan(&server, schema, before, after, true).await?;
+        if m.rows != expected {
+            println!(
+                "  WARNING: capstan decoded {} rows, expected {expected}",
+                m.rows
+            );
+        }
+        capstan.rows = m.rows;
+        capstan.secs.push(m.elapsed.as_secs_f64());
+        let mut note = format!(
+            "round {}: capstan {:.3} s",
+            round + 1,
+            m.elapsed.as_secs_f64()
+        );
+        if args.read_only {
+            let m = run_capstan(&server, schema, before, after, false).await?;
+            read_only.push(m.elapsed.as_secs_f64());
+            let _ = write!(note, ", read+frame only {:.3} s", m.elapsed.as_secs_f64());
+        }
+        if !args.skip_mysqlbinlog {
+            let elapsed =
+                run_mysqlbinlog(&server, &args.chroot, before, after, &files)?.as_secs_f64();
+            mysqlbinlog.secs.push(elapsed);
+            let _ = write!(
+                note,
+                ", mysqlbinlog {elapsed:.3} s, ratio {:.2}x",
+                elapsed / m.elapsed.as_secs_f64()
+            );
+        }
+        let load = load_average();
+        let _ = write!(note, " (load {load})");
+        loads.push(load);
+        println!("{note}");
     }
 
+    let mut lines = vec![capstan];
     if !args.skip_mysqlbinlog {
-        println!("reading the range with mysqlbinlog ...");
-        println!("  {}", mysqlbinlog_command_shape(&server, &before));
-        let elapsed = run_mysqlbinlog(&server, &args.chroot, &before)?;
-        lines.push(Line {
-            name: "mysqlbinlog > /dev/null",
-            rows: expected,
-            secs: elapsed.as_secs_f64(),
-        });
+        lines.push(mysqlbinlog);
     }
-
     if !args.skip_python {
         println!("reading the range with python-mysql-replication ...");
-        let py = run_python(&server, &args.venv, &schema, &before, expected)?;
+        let py = run_python(&server, &args.venv, schema, before, expected)?;
         if py.rows != expected {
             println!(
                 "  WARNING: python-mysql-replication decoded {} rows, expected {expected}",
@@ -580,11 +778,11 @@ async fn run(args: Args) -> Result<(), BoxError> {
         lines.push(Line {
             name: "python-mysql-replication",
             rows: py.rows,
-            secs: py.elapsed.as_secs_f64(),
+            secs: vec![py.elapsed.as_secs_f64()],
         });
     }
 
-    if !args.keep_schema {
+    if !keep_schema {
         admin
             .query_drop(format!("DROP DATABASE `{schema}`"))
             .await?;
@@ -593,36 +791,43 @@ async fn run(args: Args) -> Result<(), BoxError> {
 
     println!();
     println!(
-        "{:<26} {:>10} {:>9} {:>12} {:>8} {:>12}",
-        "reader", "rows", "seconds", "rows/s", "MB/s", "capstan is"
+        "{:<26} {:>10} {:>9} {:>15} {:>12} {:>8} {:>12}",
+        "reader", "rows", "seconds", "(min-max)", "rows/s", "MB/s", "capstan is"
     );
-    let capstan_rate = capstan.rows as f64 / capstan.elapsed.as_secs_f64();
+    let capstan_rate = lines[0].rows as f64 / lines[0].median();
     for l in &lines {
-        let rate = l.rows as f64 / l.secs;
-        let mbps = bytes as f64 / 1e6 / l.secs;
+        let secs = l.median();
+        let (min, max) = l.spread();
+        let rate = l.rows as f64 / secs;
         println!(
-            "{:<26} {:>10} {:>9.2} {:>12.0} {:>8.1} {:>11.2}x",
+            "{:<26} {:>10} {:>9.3} {:>15} {:>12.0} {:>8.1} {:>11.2}x",
             l.name,
             l.rows,
-            l.secs,
+            secs,
+            format!("({min:.3}-{max:.3})"),
             rate,
-            mbps,
+            bytes as f64 / 1e6 / secs,
             capstan_rate / rate
         );
     }
-    if let Some(secs) = read_only {
+    if !read_only.is_empty() {
+        let secs = median(&read_only);
         println!(
-            "{:<26} {:>10} {:>9.2} {:>12} {:>8.1}   (diagnostic: same range, rows not decoded)",
+            "{:<26} {:>10} {:>9.3} {:>15} {:>12} {:>8.1}   (diagnostic: same range, rows not decoded)",
             "capstan, read+frame only",
             0,
             secs,
+            "",
             "-",
             bytes as f64 / 1e6 / secs
         );
     }
     println!(
-        "(mysqlbinlog rows = the row changes in the range it read; MB = binlog bytes of the \
-         load range; targets: capstan >= 0.8x mysqlbinlog, >= 10x python-mysql-replication)"
+        "({} round(s), seconds = median; load average (1 min) before and after each round: {}; \
+         mysqlbinlog rows = the row changes in the range it read; MB = binlog bytes of the load \
+         range; targets: capstan >= 0.8x mysqlbinlog, >= 10x python-mysql-replication)",
+        args.repeat,
+        loads.join(", ")
     );
     Ok(())
 }
