@@ -1,0 +1,717 @@
+//! Shared support of the initial-snapshot end-to-end tests: a three-worker cluster with a mock
+//! Kafka, pipeline definitions with a `snapshot` block, status polling, concurrent writers,
+//! and the oracle: the topic replayed as upserts/deletes by key compared with the source table.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use capstan_kafka::dev_cluster::DevCluster;
+use capstan_kafka::topic_reader::{ConsumedRecord, Isolation, TopicReader};
+use capstan_tests::cluster::Cluster;
+use capstan_tests::DbEnv;
+use mysql_async::consts::ColumnType;
+use mysql_async::prelude::*;
+use reqwest::Method;
+use serde_json::{json, Map, Value};
+
+pub const SETTLE: Duration = Duration::from_secs(30);
+
+/// `name` quoted as a MySQL identifier (backquotes doubled).
+pub fn q(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+/// `schema`.`table`, quoted.
+pub fn qt(schema: &str, table: &str) -> String {
+    format!("{}.{}", q(schema), q(table))
+}
+
+/// The topic of `schema.table` under prefix `prefix` (docs/event-format.md: every character
+/// outside `[a-zA-Z0-9._-]` becomes `_`).
+pub fn topic(prefix: &str, schema: &str, table: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    format!("{prefix}.{}.{}", clean(schema), clean(table))
+}
+
+/// Standard base64 with padding (how the events carry binary columns).
+pub fn base64(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A small deterministic PRNG (xorshift64*), for writers.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// A server id unique among the pipelines of this process (and unlikely to clash with
+/// other test binaries, which use 5000..7000).
+pub fn server_id() -> u32 {
+    static N: AtomicU32 = AtomicU32::new(0);
+    20_000 + (std::process::id() % 4000) * 16 + N.fetch_add(1, Ordering::Relaxed) % 16
+}
+
+/// One test's world: a source, a mock Kafka, a three-worker cluster.
+pub struct World {
+    pub db: DbEnv,
+    pub flavor: &'static str,
+    pub kafka: DevCluster,
+    pub cluster: Arc<Mutex<Cluster>>,
+    pub reader: TopicReader,
+}
+
+impl World {
+    /// Starts the cluster and waits for a leader; `None` when the binary is missing (skip).
+    pub async fn start(db: DbEnv, flavor: &'static str) -> Option<World> {
+        let kafka = DevCluster::start(1).unwrap();
+        let cluster = tokio::task::spawn_blocking(|| Cluster::start(3))
+            .await
+            .unwrap()?;
+        let cluster = Arc::new(Mutex::new(cluster));
+        let reader = TopicReader::new(
+            kafka.bootstrap_servers(),
+            Isolation::ReadUncommitted,
+            Duration::from_secs(180),
+        );
+        let w = World {
+            db,
+            flavor,
+            kafka,
+            cluster,
+            reader,
+        };
+        w.blocking(|c| {
+            c.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
+        })
+        .await;
+        Some(w)
+    }
+
+    /// Runs `f` on the cluster in a blocking task.
+    pub async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Cluster) -> T + Send + 'static,
+    ) -> T {
+        let c = self.cluster.clone();
+        tokio::task::spawn_blocking(move || f(&mut c.lock().unwrap()))
+            .await
+            .unwrap()
+    }
+
+    /// A pipeline definition capturing `tables` with `snapshot`.
+    pub fn definition(
+        &self,
+        name: &str,
+        tables: &[String],
+        snapshot: Value,
+        delivery: &str,
+        prefix: &str,
+    ) -> Value {
+        let db = &self.db;
+        json!({
+            "name": name,
+            "source": {
+                "host": db.host, "port": db.port, "user": db.user, "password": db.password,
+                "tls": {"mode": "verify_none"}, "server_id": server_id(), "flavor": self.flavor
+            },
+            "tables": {"include": tables},
+            "snapshot": snapshot,
+            "kafka": {
+                "bootstrap_servers": self.kafka.bootstrap_servers(), "topic_prefix": prefix,
+                "delivery": delivery
+            },
+            "start_position": "current"
+        })
+    }
+
+    /// Creates `topics` with one partition each, so the whole topic has one order.
+    pub fn one_partition(&self, topics: &[String]) {
+        for t in topics {
+            self.kafka.create_topic(t, 1, 1).unwrap();
+        }
+    }
+
+    /// POSTs `definition` and resumes it.
+    pub async fn create_and_resume(&self, definition: Value) {
+        let name = definition["name"].as_str().unwrap().to_string();
+        self.blocking(move |c| {
+            let via = running(c);
+            let (s, b) = c
+                .send(via, Method::POST, "/pipelines", Some(&definition))
+                .unwrap();
+            assert_eq!(s, 201, "{b}");
+            let (s, b) = c
+                .send(via, Method::PUT, &format!("/pipelines/{name}/resume"), None)
+                .unwrap();
+            assert_eq!(s, 202, "{b}");
+        })
+        .await;
+    }
+
+    /// The pipeline's status via a running worker.
+    pub async fn status(&self, name: &str) -> Option<Value> {
+        let name = name.to_string();
+        self.blocking(move |c| {
+            let via = running(c);
+            c.pipeline_status(via, &name)
+        })
+        .await
+    }
+
+    /// Polls the status until `pred` holds (returning that status), or panics after
+    /// `timeout` with the last status and the owner's log tail.
+    pub async fn wait_status(
+        &self,
+        name: &str,
+        timeout: Duration,
+        what: &str,
+        mut pred: impl FnMut(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + timeout;
+        let mut last = Value::Null;
+        while Instant::now() < deadline {
+            if let Some(v) = self.status(name).await {
+                if pred(&v) {
+                    return v;
+                }
+                if v["state"] == "failed" && what != "failed" {
+                    let tail = self.owner_log(&v).await;
+                    panic!("pipeline {name} failed while waiting for {what}: {v}\n{tail}");
+                }
+                last = v;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let tail = self.owner_log(&last).await;
+        panic!("pipeline {name}: no {what} within {timeout:?}; last status {last}\n{tail}");
+    }
+
+    /// The log tail of the worker owning the pipeline in `status`.
+    pub async fn owner_log(&self, status: &Value) -> String {
+        let owner = status["owner"].as_u64();
+        self.blocking(move |c| match owner {
+            Some(o) if c.workers.contains_key(&o) => c.log_tail(o),
+            _ => String::new(),
+        })
+        .await
+    }
+
+    /// A metric of pipeline `name` on worker `owner` (`capstan_pipeline_<metric>`).
+    pub async fn metric(&self, owner: u64, name: &str, metric: &str) -> Option<f64> {
+        let url = format!(
+            "{}/metrics",
+            self.blocking(move |c| c.workers[&owner].api()).await
+        );
+        let text = reqwest::get(url).await.ok()?.text().await.ok()?;
+        let label = format!("pipeline=\"{name}\"");
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .find(|l| l.starts_with(&format!("capstan_pipeline_{metric}")) && l.contains(&label))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
+    /// Every record of `topic`.
+    pub async fn read(&self, topic: &str) -> Vec<ConsumedRecord> {
+        self.reader.read_all(topic).await.unwrap()
+    }
+
+    /// Reads `topic` until `done` holds for the records, up to `timeout`.
+    pub async fn read_until(
+        &self,
+        topic: &str,
+        timeout: Duration,
+        mut done: impl FnMut(&[ConsumedRecord]) -> bool,
+    ) -> Vec<ConsumedRecord> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let records = self.read(topic).await;
+            if done(&records) || Instant::now() > deadline {
+                return records;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+/// A running worker to ask.
+pub fn running(c: &mut Cluster) -> u64 {
+    let ids: Vec<u64> = c.workers.keys().copied().collect();
+    ids.into_iter()
+        .find(|&n| c.workers.get_mut(&n).unwrap().is_running())
+        .expect("a running worker")
+}
+
+/// One table's `snapshot` entry in a status document.
+pub fn table_status<'v>(status: &'v Value, table: &str) -> &'v Value {
+    status["snapshot"]
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["table"] == table))
+        .unwrap_or(&Value::Null)
+}
+
+/// The source table as `key → row image`, each value as the events write it.
+pub async fn source_rows(
+    conn: &mut mysql_async::Conn,
+    schema: &str,
+    table: &str,
+    key: &[&str],
+) -> BTreeMap<String, Value> {
+    let rows: Vec<mysql_async::Row> = conn
+        .exec(format!("SELECT * FROM {}", qt(schema, table)), ())
+        .await
+        .unwrap();
+    let mut out = BTreeMap::new();
+    for row in rows {
+        let mut image = Map::new();
+        for (i, col) in row.columns_ref().iter().enumerate() {
+            let v = match row.as_ref(i).unwrap() {
+                mysql_async::Value::NULL => Value::Null,
+                mysql_async::Value::Int(n) => json!(n),
+                mysql_async::Value::UInt(n) => json!(n),
+                mysql_async::Value::Double(d) => json!(d),
+                mysql_async::Value::Float(f) => json!(f),
+                mysql_async::Value::Bytes(b) => {
+                    if col.column_type() == ColumnType::MYSQL_TYPE_NEWDECIMAL
+                        || col.character_set() != 63
+                    {
+                        Value::String(String::from_utf8(b.clone()).unwrap())
+                    } else {
+                        Value::String(base64(b))
+                    }
+                }
+                other => panic!("unexpected value {other:?} in {}", col.name_str()),
+            };
+            image.insert(col.name_str().to_string(), v);
+        }
+        let image = Value::Object(image);
+        out.insert(key_of(&image, key), image);
+    }
+    out
+}
+
+/// The canonical key text of a row image.
+pub fn key_of(image: &Value, key: &[&str]) -> String {
+    let mut m = Map::new();
+    for k in key {
+        m.insert((*k).to_string(), image[*k].clone());
+    }
+    Value::Object(m).to_string()
+}
+
+/// One record, parsed.
+#[derive(Clone, Debug)]
+pub struct Rec {
+    pub index: usize,
+    pub key: Option<Value>,
+    pub value: Option<Value>,
+    pub epoch: u64,
+    pub position: String,
+    pub record: String,
+}
+
+impl Rec {
+    pub fn op(&self) -> Option<&str> {
+        self.value.as_ref()?["op"].as_str()
+    }
+    pub fn is_marker(&self) -> bool {
+        self.value
+            .as_ref()
+            .is_some_and(|v| v.get("snapshot_complete").is_some())
+    }
+}
+
+pub fn parse(records: &[ConsumedRecord]) -> Vec<Rec> {
+    records
+        .iter()
+        .enumerate()
+        .map(|(index, r)| Rec {
+            index,
+            key: r.key.as_ref().map(|k| serde_json::from_slice(k).unwrap()),
+            value: r.value.as_ref().map(|v| serde_json::from_slice(v).unwrap()),
+            epoch: r
+                .header_str("capstan.epoch")
+                .and_then(|e| e.parse().ok())
+                .unwrap_or(0),
+            position: r.header_str("capstan.position").unwrap_or("").to_string(),
+            record: r.header_str("capstan.record").unwrap_or("").to_string(),
+        })
+        .collect()
+}
+
+/// What a topic says about one table.
+#[derive(Debug, Default)]
+pub struct Replay {
+    /// The table as the topic's upserts and deletes leave it, by key.
+    pub state: BTreeMap<String, Value>,
+    /// How many `op: r` records each key has.
+    pub reads: BTreeMap<String, usize>,
+    /// The `op: r` records, in order.
+    pub read_recs: Vec<Rec>,
+    /// The `snapshot_complete` markers.
+    pub markers: Vec<Rec>,
+    /// Streamed change records (`c`, `u`, `d`).
+    pub changes: Vec<Rec>,
+}
+
+/// Replays `records` of a table keyed by `key` (keys taken from the row images, so a table
+/// keyed by a unique key only, whose records have a null key, replays too).
+pub fn replay(records: &[Rec], key: &[&str]) -> Replay {
+    let mut out = Replay::default();
+    for r in records {
+        if r.is_marker() {
+            out.markers.push(r.clone());
+            continue;
+        }
+        let Some(v) = &r.value else { continue }; // tombstone: follows its delete
+        let op = v["op"].as_str().unwrap_or_else(|| panic!("no op: {v}"));
+        match op {
+            "r" | "c" | "u" => {
+                let k = key_of(&v["after"], key);
+                if let Some(rk) = &r.key {
+                    assert_eq!(rk.to_string(), k, "record key vs after image");
+                }
+                if op == "r" {
+                    *out.reads.entry(k.clone()).or_default() += 1;
+                    out.read_recs.push(r.clone());
+                } else {
+                    out.changes.push(r.clone());
+                }
+                out.state.insert(k, v["after"].clone());
+            }
+            "d" => {
+                let k = key_of(&v["before"], key);
+                out.state.remove(&k);
+                out.changes.push(r.clone());
+            }
+            other => panic!("unexpected op {other}"),
+        }
+    }
+    out
+}
+
+/// Asserts that the replayed topic equals the source table, listing the first differences.
+pub fn assert_same(
+    replayed: &BTreeMap<String, Value>,
+    source: &BTreeMap<String, Value>,
+    what: &str,
+) {
+    if replayed == source {
+        return;
+    }
+    let mut diffs = Vec::new();
+    for (k, v) in source {
+        match replayed.get(k) {
+            None => diffs.push(format!("missing {k}: {v}")),
+            Some(r) if r != v => diffs.push(format!("differs {k}: topic {r} source {v}")),
+            _ => {}
+        }
+    }
+    for (k, v) in replayed {
+        if !source.contains_key(k) {
+            diffs.push(format!("extra {k}: {v}"));
+        }
+    }
+    let n = diffs.len();
+    diffs.truncate(20);
+    panic!(
+        "{what}: topic replay != source ({} topic rows, {} source rows, {n} differences):\n{}",
+        replayed.len(),
+        source.len(),
+        diffs.join("\n")
+    );
+}
+
+/// Counters of concurrent writers.
+#[derive(Debug, Default)]
+pub struct WriterStats {
+    /// Set to stop the writers.
+    pub stop: AtomicBool,
+    pub statements: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+/// Starts `n` writers on table `schema.table` (`id BIGINT PRIMARY KEY, v BIGINT, s
+/// VARCHAR`), seeded with the even ids `2..=2*rows`: inserts of odd ids, updates,
+/// deletes, PK changes (to a random id) and multi-statement transactions, all over the
+/// whole key range (before and after the snapshot cursor). Stops when `stats.stop` is set.
+pub fn start_writers(
+    db: &DbEnv,
+    schema: &str,
+    table: &str,
+    n: u64,
+    rows: u64,
+    pause: Duration,
+    stats: Arc<WriterStats>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let t = qt(schema, table);
+    (0..n)
+        .map(|w| {
+            let db = db.clone();
+            let stats = stats.clone();
+            let t = t.clone();
+            tokio::spawn(async move {
+                let mut conn = db.admin_conn().await;
+                let mut rng = Rng::new(w + 1);
+                let mut i = 0u64;
+                while !stats.stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let key = |rng: &mut Rng| 1 + rng.below(2 * rows + 2);
+                    let one = |rng: &mut Rng, i: u64| -> String {
+                        let k = key(rng);
+                        match rng.below(5) {
+                            0 => format!(
+                                "INSERT INTO {t} VALUES ({}, {i}, 'w{w}i{i}') \
+                                 ON DUPLICATE KEY UPDATE v = v + 1",
+                                k | 1
+                            ),
+                            1 | 2 => {
+                                format!("UPDATE {t} SET v = v + 1, s = 'w{w}u{i}' WHERE id = {k}")
+                            }
+                            3 => format!("DELETE FROM {t} WHERE id = {k}"),
+                            _ => format!("UPDATE IGNORE {t} SET id = {} WHERE id = {k}", key(rng)),
+                        }
+                    };
+                    let sql = if rng.below(4) == 0 {
+                        let a = one(&mut rng, i);
+                        let b = one(&mut rng, i);
+                        let c = one(&mut rng, i);
+                        format!("START TRANSACTION; {a}; {b}; {c}; COMMIT")
+                    } else {
+                        one(&mut rng, i)
+                    };
+                    stats.statements.fetch_add(1, Ordering::Relaxed);
+                    if conn.query_drop(&sql).await.is_err() {
+                        // a deadlock between writers: the transaction is rolled back
+                        stats.errors.fetch_add(1, Ordering::Relaxed);
+                        let _ = conn.query_drop("ROLLBACK").await;
+                    }
+                    tokio::time::sleep(pause).await;
+                }
+            })
+        })
+        .collect()
+}
+
+/// Seeds `schema.table` (`id BIGINT PRIMARY KEY, v BIGINT NOT NULL, s VARCHAR(40)`) with
+/// the even ids `2..=2*rows`, in one INSERT…SELECT over a digits cross join.
+pub async fn seed_big(conn: &mut mysql_async::Conn, schema: &str, table: &str, rows: u64) {
+    let t = qt(schema, table);
+    let d = qt(schema, "digits");
+    conn.query_drop(format!(
+        "CREATE TABLE {t} (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, s VARCHAR(40) NOT NULL); \
+         CREATE TABLE {d} (i INT PRIMARY KEY); \
+         INSERT INTO {d} VALUES (0),(1),(2),(3),(4),(5),(6),(7),(8),(9)"
+    ))
+    .await
+    .unwrap();
+    conn.query_drop(format!(
+        "INSERT INTO {t} SELECT 2 * n, n, CONCAT('seed-', n) FROM (SELECT a.i + 10 * b.i + \
+         100 * c.i + 1000 * d.i + 10000 * e.i + 100000 * f.i + 1 AS n FROM {d} a, {d} b, {d} c, \
+         {d} d, {d} e, {d} f) x WHERE n <= {rows}"
+    ))
+    .await
+    .unwrap();
+    let count: Option<u64> = conn
+        .query_first(format!("SELECT COUNT(*) FROM {t}"))
+        .await
+        .unwrap();
+    assert_eq!(count, Some(rows), "seeded");
+}
+
+/// The `op: r` records grouped by chunk (their `capstan.position`), in order of appearance.
+pub fn chunks(reads: &[Rec]) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for r in reads {
+        match out.last_mut() {
+            Some((p, n)) if *p == r.position => *n += 1,
+            _ => out.push((r.position.clone(), 1)),
+        }
+    }
+    out
+}
+
+/// A consumer thread reading partition 0 of a one-partition topic from the beginning,
+/// continuously, parsing as it goes. The mock cluster keeps only the newest few MB of a
+/// partition, so a large snapshot must be read while it is written; an offset gap (records
+/// evicted before they were read) is reported, never silently skipped.
+pub struct Tail {
+    stop: Arc<AtomicBool>,
+    recs: Arc<Mutex<Vec<Rec>>>,
+    gap: Arc<Mutex<Option<String>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Tail {
+    pub fn start(bootstrap: &str, topic: &str) -> Tail {
+        use rdkafka::config::ClientConfig;
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        use rdkafka::message::{Headers, Message};
+        use rdkafka::{Offset, TopicPartitionList};
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", "capstan-snapshot-tail")
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("fetch.wait.max.ms", "5")
+            .set("isolation.level", "read_uncommitted")
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Beginning)
+            .unwrap();
+        consumer.assign(&tpl).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let recs = Arc::new(Mutex::new(Vec::new()));
+        let gap = Arc::new(Mutex::new(None));
+        let (s, r, g) = (stop.clone(), recs.clone(), gap.clone());
+        let thread = std::thread::spawn(move || {
+            let mut next_offset = 0i64;
+            while !s.load(Ordering::Relaxed) {
+                let Some(Ok(m)) = consumer.poll(Duration::from_millis(20)) else {
+                    continue;
+                };
+                if m.offset() != next_offset {
+                    g.lock().unwrap().get_or_insert(format!(
+                        "offset {} read where {next_offset} was expected",
+                        m.offset()
+                    ));
+                }
+                next_offset = m.offset() + 1;
+                let header = |name: &str| -> String {
+                    m.headers()
+                        .and_then(|h| {
+                            h.iter()
+                                .find(|h| h.key == name)
+                                .and_then(|h| Some(std::str::from_utf8(h.value?).ok()?.to_string()))
+                        })
+                        .unwrap_or_default()
+                };
+                let mut list = r.lock().unwrap();
+                let index = list.len();
+                list.push(Rec {
+                    index,
+                    key: m.key().map(|k| serde_json::from_slice(k).unwrap()),
+                    value: m.payload().map(|v| serde_json::from_slice(v).unwrap()),
+                    epoch: header("capstan.epoch").parse().unwrap_or(0),
+                    position: header("capstan.position"),
+                    record: header("capstan.record"),
+                });
+            }
+        });
+        Tail {
+            stop,
+            recs,
+            gap,
+            thread: Some(thread),
+        }
+    }
+
+    /// The records so far (panics if some were evicted unread).
+    pub fn records(&self) -> Vec<Rec> {
+        if let Some(g) = self.gap.lock().unwrap().as_ref() {
+            panic!("the tail fell behind the mock cluster's retention: {g}");
+        }
+        self.recs.lock().unwrap().clone()
+    }
+
+    /// How many records arrived so far.
+    pub fn len(&self) -> usize {
+        self.recs.lock().unwrap().len()
+    }
+
+    /// Waits until `done` holds for the records (checked on the newest ones), up to `timeout`.
+    pub async fn until(&self, timeout: Duration, mut done: impl FnMut(&[Rec]) -> bool) -> Vec<Rec> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let ok = done(&self.recs.lock().unwrap());
+            if ok || Instant::now() > deadline {
+                return self.records();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for Tail {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The `customers` table of flink-cdc/customer.sql, created in `schema` (the file is read in
+/// place; `None` when it is absent: skip, or fail under CI).
+pub async fn load_customers(conn: &mut mysql_async::Conn, schema: &str, table: &str) -> Option<()> {
+    let dir = capstan_tests::external_testdata()?;
+    let sql = std::fs::read_to_string(dir.join("flink-cdc/customer.sql")).unwrap();
+    // comments first: the licence header contains a `;`
+    let sql: String = sql
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let statements: Vec<&str> = sql.split(';').map(str::trim).collect();
+    let create = statements
+        .iter()
+        .find(|s| s.starts_with("CREATE TABLE customers ("))
+        .expect("CREATE TABLE customers");
+    let insert = statements
+        .iter()
+        .find(|s| s.starts_with("INSERT INTO customers\n"))
+        .expect("INSERT INTO customers");
+    let target = qt(schema, table);
+    conn.query_drop(create.replacen("customers", &target, 1))
+        .await
+        .unwrap();
+    conn.query_drop(insert.replacen("customers", &target, 1))
+        .await
+        .unwrap();
+    let n: Option<u64> = conn
+        .query_first(format!("SELECT COUNT(*) FROM {target}"))
+        .await
+        .unwrap();
+    assert_eq!(n, Some(21), "the fixture's 21 customers");
+    Some(())
+}

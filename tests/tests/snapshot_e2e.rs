@@ -1,0 +1,1116 @@
+//! The cursor-gated initial snapshot (issue #7, ADR-0005) end to end on three real worker
+//! processes against the MySQL 9.x and MariaDB 10.11 dev servers, with a mock Kafka: the
+//! snapshot under concurrent writers (the topic replayed by key equals the table, every row
+//! read exactly once, suppression really happened), edge tables, refusals and drift halts,
+//! and the snapshot scenarios A1, A9, A12, A13 of `../shared/testdata/external/SCENARIOS.md`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod snapshot_common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use capstan_tests::{mariadb, mysql, unique_name, DbEnv};
+use mysql_async::prelude::*;
+use reqwest::Method;
+use serde_json::{json, Value};
+use snapshot_common::*;
+
+fn flavor_db(flavor: &str) -> Option<DbEnv> {
+    match flavor {
+        "mysql" => mysql(),
+        _ => mariadb(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. eight concurrent writers during the snapshot of a 200k-row table
+
+const BIG_ROWS: u64 = 200_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_snapshot_under_eight_writers_equals_the_table() {
+    concurrent_writers("mysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_snapshot_under_eight_writers_equals_the_table() {
+    concurrent_writers("mariadb").await;
+}
+
+async fn concurrent_writers(flavor: &'static str) {
+    let Some(db) = flavor_db(flavor) else { return };
+    let started = Instant::now();
+    let schema = unique_name("snapw");
+    let mut admin = db.admin_conn().await;
+    admin
+        .query_drop(format!("CREATE DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+    seed_big(&mut admin, &schema, "big", BIG_ROWS).await;
+    eprintln!(
+        "{flavor}: seeded {BIG_ROWS} rows in {:?}",
+        started.elapsed()
+    );
+    let Some(world) = World::start(db.clone(), flavor).await else {
+        return;
+    };
+    let topic = topic("sw", &schema, "big");
+    world.one_partition(std::slice::from_ref(&topic));
+    let tail = Tail::start(world.kafka.bootstrap_servers(), &topic);
+    let chunk_size = 2000u64;
+    let def = world.definition(
+        "big",
+        &[format!("{schema}.big")],
+        json!({"mode": "initial", "chunk_size": chunk_size}),
+        "at_least_once",
+        "sw",
+    );
+    world.create_and_resume(def).await;
+    world
+        .wait_status("big", SETTLE, "snapshotting", |s| {
+            s["state"] == "snapshotting"
+        })
+        .await;
+
+    let stats = Arc::new(WriterStats::default());
+    let writers = start_writers(
+        &db,
+        &schema,
+        "big",
+        8,
+        BIG_ROWS,
+        Duration::from_millis(2),
+        stats.clone(),
+    );
+    let snap_started = Instant::now();
+    // progress is visible while the snapshot runs
+    let mid = world
+        .wait_status("big", Duration::from_secs(600), "rows_done > 0", |s| {
+            table_status(s, &format!("{schema}.big"))["rows_done"]
+                .as_u64()
+                .is_some_and(|n| n > 0)
+        })
+        .await;
+    assert_eq!(mid["state"], "snapshotting", "{mid}");
+    let done = world
+        .wait_status("big", Duration::from_secs(900), "snapshot complete", |s| {
+            table_status(s, &format!("{schema}.big"))["status"] == "complete"
+        })
+        .await;
+    let snap_time = snap_started.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stats.stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.await.unwrap();
+    }
+    let statements = stats.statements.load(Ordering::Relaxed);
+    let st = world
+        .wait_status("big", SETTLE, "streaming", |s| s["state"] == "streaming")
+        .await;
+    let owner = st["owner"].as_u64().unwrap();
+    let suppressed = world
+        .metric(owner, "big", "snapshot_suppressed")
+        .await
+        .expect("suppressed gauge");
+    let snapshot_rows = world
+        .metric(owner, "big", "snapshot_rows_total")
+        .await
+        .expect("snapshot rows counter");
+
+    // the sentinel: everything committed before it is on the topic once it is
+    let sentinel = 9_000_000_000i64;
+    admin
+        .query_drop(format!(
+            "INSERT INTO {} VALUES ({sentinel}, 0, 'sentinel')",
+            qt(&schema, "big")
+        ))
+        .await
+        .unwrap();
+    let sentinel_key = json!({ "id": sentinel });
+    let recs = tail
+        .until(Duration::from_secs(300), |rs| {
+            rs.last().and_then(|r| r.key.as_ref()) == Some(&sentinel_key)
+        })
+        .await;
+    let source = source_rows(&mut admin, &schema, "big", &["id"]).await;
+    let replayed = replay(&recs, &["id"]);
+    assert!(
+        replayed
+            .state
+            .contains_key(&format!("{{\"id\":{sentinel}}}")),
+        "sentinel never arrived"
+    );
+    assert_same(&replayed.state, &source, flavor);
+
+    // every row the snapshot read, exactly once
+    let dups: Vec<_> = replayed.reads.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(
+        dups.is_empty(),
+        "{} keys read more than once: {:?}",
+        dups.len(),
+        &dups[..dups.len().min(10)]
+    );
+    let reads = replayed.read_recs.len() as u64;
+    // the writers both deleted and inserted rows ahead of the cursor: the read count is the
+    // table as the chunks met it, close to the seed
+    assert!(
+        reads.abs_diff(BIG_ROWS) < BIG_ROWS / 10,
+        "{reads} rows read of {BIG_ROWS}"
+    );
+    assert_eq!(snapshot_rows as u64, reads, "rows counter");
+    assert_eq!(
+        table_status(&done, &format!("{schema}.big"))["rows_done"],
+        reads
+    );
+    // chunked: one position header per chunk, none larger than chunk_size, all full but the last
+    let chunks = chunks(&replayed.read_recs);
+    assert_eq!(
+        chunks.len() as u64,
+        reads.div_ceil(chunk_size),
+        "{chunks:?}"
+    );
+    for (i, (p, n)) in chunks.iter().enumerate() {
+        if i + 1 < chunks.len() {
+            assert_eq!(*n as u64, chunk_size, "chunk {p}");
+        }
+        assert_eq!(
+            p,
+            &format!("snapshot:{schema}.big/{}", i as u64 * chunk_size),
+            "chunk ids"
+        );
+    }
+    // suppression really happened, and streamed changes were interleaved with the snapshot
+    assert!(suppressed > 0.0, "no streamed change was suppressed");
+    let last_read = replayed.read_recs.last().unwrap();
+    let first_read = &replayed.read_recs[0];
+    let streamed_during = replayed
+        .changes
+        .iter()
+        .filter(|c| c.index > first_read.index && c.index < last_read.index)
+        .count();
+    assert!(
+        streamed_during > 0,
+        "no change streamed during the snapshot"
+    );
+    // flags and the marker
+    let flag = |r: &Rec| r.value.as_ref().unwrap()["source"]["snapshot"].clone();
+    assert_eq!(
+        flag(last_read),
+        "last",
+        "the last row of the whole snapshot"
+    );
+    assert!(replayed.read_recs[..replayed.read_recs.len() - 1]
+        .iter()
+        .all(|r| flag(r) == "true"
+            && r.value.as_ref().unwrap()["before"].is_null()
+            && r.value.as_ref().unwrap()["source"]["gtid"].is_null()));
+    assert_eq!(replayed.markers.len(), 1);
+    let marker = &replayed.markers[0];
+    assert!(marker.index > last_read.index, "marker after the last row");
+    assert_eq!(
+        marker.key,
+        Some(json!({"snapshot_complete": format!("{schema}.big")}))
+    );
+    assert_eq!(
+        marker.value,
+        Some(json!({"snapshot_complete": {"db": schema, "table": "big", "rows": reads}}))
+    );
+    eprintln!(
+        "{flavor}: {BIG_ROWS}-row snapshot in {snap_time:?} ({} chunks) under 8 writers \
+         ({statements} statements, {} errors), {suppressed} suppressed, {} change records, \
+         total {:?}",
+        chunks.len(),
+        stats.errors.load(Ordering::Relaxed),
+        replayed.changes.len(),
+        started.elapsed()
+    );
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. edge tables, in one pipeline
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_edge_tables_snapshot_exactly() {
+    edge_tables("mysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_edge_tables_snapshot_exactly() {
+    edge_tables("mariadb").await;
+}
+
+const HOSTILE: &str = "h`; DROP TABLE victim; -- '\"";
+
+/// Keys of the case-insensitive table: mixed case and accents, unique by their number.
+fn ci_key(i: u64) -> String {
+    const LEAD: [&str; 12] = ["a", "B", "c", "D", "é", "F", "ö", "Z", "ß", "Å", "m", "Ω"];
+    format!("{}{:03}", LEAD[(i % 12) as usize], i)
+}
+
+async fn edge_tables(flavor: &'static str) {
+    let Some(db) = flavor_db(flavor) else { return };
+    let started = Instant::now();
+    let schema = unique_name("snape");
+    let mut admin = db.admin_conn().await;
+    let t = |name: &str| qt(&schema, name);
+    let ci_collation = if flavor == "mysql" {
+        "utf8mb4_0900_ai_ci"
+    } else {
+        "utf8mb4_unicode_ci"
+    };
+    admin
+        .query_drop(format!(
+            "CREATE DATABASE {s}; \
+             CREATE TABLE {empty} (id INT PRIMARY KEY, v INT); \
+             CREATE TABLE {exact} (id INT PRIMARY KEY, v INT); \
+             CREATE TABLE {ubig} (id BIGINT UNSIGNED PRIMARY KEY, v INT); \
+             CREATE TABLE {ci} (k VARCHAR(20) CHARACTER SET utf8mb4 COLLATE {ci_collation} \
+               PRIMARY KEY, v INT); \
+             CREATE TABLE {comp} (a INT, b VARBINARY(8), v INT, PRIMARY KEY (a, b)); \
+             CREATE TABLE {hostile} (id INT PRIMARY KEY, v VARCHAR(20)); \
+             CREATE TABLE {victim} (id INT PRIMARY KEY); \
+             CREATE TABLE {uk} (id INT NOT NULL, v INT, UNIQUE KEY (id))",
+            s = q(&schema),
+            empty = t("empty"),
+            exact = t("exact"),
+            ubig = t("ubig"),
+            ci = t("ci"),
+            comp = t("comp"),
+            hostile = t(HOSTILE),
+            victim = t("victim"),
+            uk = t("uk"),
+        ))
+        .await
+        .unwrap();
+    let chunk = 4u64;
+    let exact_rows = 3 * chunk;
+    let values: Vec<String> = (1..=exact_rows).map(|i| format!("({i}, {i})")).collect();
+    let ubig_keys: Vec<u64> = vec![
+        0,
+        1,
+        (1 << 63) - 2,
+        (1 << 63) - 1,
+        1 << 63,
+        (1 << 63) + 1,
+        (1 << 63) + 2,
+        (1 << 63) + 1000,
+        u64::MAX - 3,
+        u64::MAX - 2,
+        u64::MAX - 1,
+        u64::MAX,
+        12_345_678_901_234_567_890,
+    ];
+    let ubig_values: Vec<String> = ubig_keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| format!("({k}, {i})"))
+        .collect();
+    let ci_rows = 120u64;
+    let ci_values: Vec<String> = (0..ci_rows)
+        .map(|i| format!("('{}', {i})", ci_key(i * 2)))
+        .collect();
+    let comp_values = [
+        "(-5, X'', 1)",
+        "(-5, X'00', 2)",
+        "(-5, X'0000', 3)",
+        "(-5, X'FF', 4)",
+        "(0, X'7F', 5)",
+        "(0, X'80', 6)",
+        "(0, X'FFFFFFFFFFFFFFFF', 7)",
+        "(1, X'00', 8)",
+        "(1, X'01', 9)",
+        "(2147483647, X'61', 10)",
+    ];
+    admin
+        .query_drop(format!(
+            "INSERT INTO {exact} VALUES {}; INSERT INTO {ubig} VALUES {}; \
+             INSERT INTO {ci} VALUES {}; INSERT INTO {comp} VALUES {}; \
+             INSERT INTO {hostile} VALUES (1, 'x'), (2, '`; DROP'), (3, NULL), (4, 'z'), (5, 'q'); \
+             INSERT INTO {uk} VALUES (3, 30), (1, 10), (2, 20), (4, 40), (5, 50), (6, 60)",
+            values.join(","),
+            ubig_values.join(","),
+            ci_values.join(","),
+            comp_values.join(","),
+            exact = t("exact"),
+            ubig = t("ubig"),
+            ci = t("ci"),
+            comp = t("comp"),
+            hostile = t(HOSTILE),
+            uk = t("uk"),
+        ))
+        .await
+        .unwrap();
+    let Some(world) = World::start(db.clone(), flavor).await else {
+        return;
+    };
+    let order = ["empty", "exact", "ubig", "ci", "comp", HOSTILE, "uk"];
+    let topics: Vec<String> = order.iter().map(|n| topic("se", &schema, n)).collect();
+    world.one_partition(&topics);
+    let names: Vec<String> = order.iter().map(|n| format!("{schema}.{n}")).collect();
+    let def = world.definition(
+        "edges",
+        &names,
+        json!({"mode": "initial", "tables": names, "chunk_size": chunk, "max_rows_per_second": 40}),
+        "at_least_once",
+        "se",
+    );
+    world.create_and_resume(def).await;
+    // writers on the case-insensitive table while it is snapshotted: new keys before and
+    // after the cursor (odd numbers), updates and deletes of existing ones
+    let ci_name = format!("{schema}.ci");
+    world
+        .wait_status("edges", Duration::from_secs(60), "ci in progress", |s| {
+            table_status(s, &ci_name)["status"] == "in_progress"
+        })
+        .await;
+    let mut w = db.admin_conn().await;
+    let mut rng = Rng::new(7);
+    let mut writes = 0;
+    let mut raced = 0;
+    loop {
+        let st = world.status("edges").await.unwrap();
+        let ts = table_status(&st, &ci_name);
+        if ts["status"] != "in_progress" {
+            break;
+        }
+        if ts["rows_done"]
+            .as_u64()
+            .is_some_and(|n| n > 8 && n + 16 < ci_rows)
+        {
+            raced += 1;
+        }
+        let i = rng.below(2 * ci_rows + 40);
+        let sql = match rng.below(3) {
+            0 => format!(
+                "INSERT INTO {} VALUES ('{}', {i}) ON DUPLICATE KEY UPDATE v = v + 1000",
+                t("ci"),
+                ci_key(i | 1)
+            ),
+            1 => format!("UPDATE {} SET v = v + 1 WHERE k = '{}'", t("ci"), ci_key(i)),
+            _ => format!("DELETE FROM {} WHERE k = '{}'", t("ci"), ci_key(i)),
+        };
+        w.query_drop(sql).await.unwrap();
+        writes += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        raced > 10,
+        "the writers really raced the snapshot of ci ({raced} writes mid-table)"
+    );
+    let done = world
+        .wait_status("edges", Duration::from_secs(120), "streaming", |s| {
+            s["state"] == "streaming"
+        })
+        .await;
+    for n in &names {
+        assert_eq!(table_status(&done, n)["status"], "complete", "{n}: {done}");
+    }
+    let owner = done["owner"].as_u64().unwrap();
+    let suppressed = world.metric(owner, "edges", "snapshot_suppressed").await;
+    // sentinels on the last table: everything before is on the topics
+    admin
+        .query_drop(format!(
+            "INSERT INTO {} VALUES ('zzz-sentinel', 0); INSERT INTO {} VALUES (1000, 0)",
+            t("ci"),
+            t("uk")
+        ))
+        .await
+        .unwrap();
+    let uk_topic = topics.last().unwrap().clone();
+    world
+        .read_until(&uk_topic, Duration::from_secs(60), |rs| {
+            parse(rs)
+                .iter()
+                .any(|r| r.value.as_ref().is_some_and(|v| v["after"]["id"] == 1000))
+        })
+        .await;
+
+    let keys: BTreeMap<&str, Vec<&str>> = [
+        ("empty", vec!["id"]),
+        ("exact", vec!["id"]),
+        ("ubig", vec!["id"]),
+        ("ci", vec!["k"]),
+        ("comp", vec!["a", "b"]),
+        (HOSTILE, vec!["id"]),
+        ("uk", vec!["id"]),
+    ]
+    .into_iter()
+    .collect();
+    let mut lasts = 0;
+    for (n, tp) in order.iter().zip(&topics) {
+        let recs = parse(&world.read(tp).await);
+        let key = &keys[n];
+        let r = replay(&recs, key);
+        let source = source_rows(&mut admin, &schema, n, key).await;
+        assert_same(&r.state, &source, &format!("{flavor} {n}"));
+        let twice: Vec<_> = r.reads.iter().filter(|(_, c)| **c != 1).collect();
+        assert!(twice.is_empty(), "{n}: read more than once: {twice:?}");
+        assert_eq!(r.markers.len(), 1, "{n}: one marker");
+        let m = &r.markers[0];
+        assert_eq!(
+            m.key,
+            Some(json!({ "snapshot_complete": format!("{schema}.{n}") })),
+            "{n}"
+        );
+        assert_eq!(
+            m.value,
+            Some(
+                json!({"snapshot_complete": {"db": schema, "table": n, "rows": r.read_recs.len()}})
+            ),
+            "{n}"
+        );
+        if let Some(last) = r.read_recs.last() {
+            assert!(m.index > last.index, "{n}: marker after the last row");
+            let flag = last.value.as_ref().unwrap()["source"]["snapshot"].clone();
+            let want = if *n == "uk" {
+                "last"
+            } else {
+                "last_in_data_collection"
+            };
+            assert_eq!(flag, want, "{n}");
+        }
+        for rec in &r.read_recs {
+            let v = rec.value.as_ref().unwrap();
+            assert_eq!(v["source"]["db"], schema.as_str());
+            assert_eq!(v["source"]["table"], *n, "names verbatim");
+            if v["source"]["snapshot"] == "last" {
+                lasts += 1;
+            }
+        }
+        let ch = chunks(&r.read_recs);
+        for (p, c) in &ch[..ch.len().saturating_sub(1)] {
+            assert_eq!(*c as u64, chunk, "{n}: {p}");
+        }
+        match *n {
+            "empty" => {
+                assert!(r.read_recs.is_empty() && r.changes.is_empty(), "{recs:?}");
+                assert_eq!(recs.len(), 1, "only the marker");
+            }
+            "exact" => {
+                assert_eq!(r.read_recs.len() as u64, exact_rows);
+                // no extra (empty) chunk after an exact multiple
+                assert_eq!(
+                    ch.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(),
+                    (0..3)
+                        .map(|i| format!("snapshot:{schema}.exact/{}", i * chunk))
+                        .collect::<Vec<_>>()
+                );
+                assert_eq!(
+                    recs.len() as u64,
+                    exact_rows + 1,
+                    "rows and the marker only"
+                );
+            }
+            "ubig" => {
+                let got: Vec<u64> = r
+                    .read_recs
+                    .iter()
+                    .map(|x| x.value.as_ref().unwrap()["after"]["id"].as_u64().unwrap())
+                    .collect();
+                let mut want = ubig_keys.clone();
+                want.sort_unstable();
+                assert_eq!(got, want, "every unsigned key once, in key order");
+            }
+            "ci" => {
+                assert!(
+                    r.read_recs.len() as u64 >= ci_rows / 2,
+                    "{}",
+                    r.read_recs.len()
+                );
+            }
+            "comp" => assert_eq!(r.read_recs.len(), comp_values.len()),
+            "uk" => {
+                assert_eq!(r.read_recs.len(), 6);
+                assert!(
+                    r.read_recs.iter().all(|x| x.key.is_none()),
+                    "keyless records"
+                );
+                let ids: Vec<i64> = r
+                    .read_recs
+                    .iter()
+                    .map(|x| x.value.as_ref().unwrap()["after"]["id"].as_i64().unwrap())
+                    .collect();
+                assert_eq!(ids, [1, 2, 3, 4, 5, 6], "chunked in unique-key order");
+            }
+            _ => assert_eq!(r.read_recs.len(), 5),
+        }
+    }
+    assert_eq!(lasts, 1, "exactly one row flagged last");
+    let victim: Option<u64> = admin
+        .query_first(format!("SELECT COUNT(*) FROM {}", t("victim")))
+        .await
+        .unwrap();
+    assert_eq!(victim, Some(0), "the victim table still exists");
+    eprintln!(
+        "{flavor}: edge tables in {:?}; {writes} writes raced ci ({raced} mid-table), \
+         suppressed {suppressed:?}",
+        started.elapsed()
+    );
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. refusals and drift
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_refusals_and_drift_halt() {
+    refusals_and_drift("mysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_refusals_and_drift_halt() {
+    refusals_and_drift("mariadb").await;
+}
+
+async fn refusals_and_drift(flavor: &'static str) {
+    let Some(db) = flavor_db(flavor) else { return };
+    let schema = unique_name("snapr");
+    let mut admin = db.admin_conn().await;
+    admin
+        .query_drop(format!("CREATE DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+    let t = |name: &str| qt(&schema, name);
+    admin
+        .query_drop(format!(
+            "CREATE TABLE {} (id INT, v INT); INSERT INTO {} VALUES (1, 1); \
+             CREATE TABLE {} (id INT NULL, v INT, UNIQUE KEY (id)); INSERT INTO {} VALUES (1, 1)",
+            t("nokey"),
+            t("nokey"),
+            t("nullable_uk"),
+            t("nullable_uk")
+        ))
+        .await
+        .unwrap();
+    seed_big(&mut admin, &schema, "ddl", 2000).await;
+    admin
+        .query_drop(format!(
+            "CREATE TABLE {a} LIKE {ddl}; INSERT INTO {a} SELECT * FROM {ddl}; \
+             CREATE TABLE {b} (id INT PRIMARY KEY)",
+            a = t("a"),
+            b = t("b"),
+            ddl = t("ddl")
+        ))
+        .await
+        .unwrap();
+    let Some(world) = World::start(db.clone(), flavor).await else {
+        return;
+    };
+    // no usable key: refused before anything is written
+    for (i, table) in ["nokey", "nullable_uk"].into_iter().enumerate() {
+        let name = format!("refuse{i}");
+        let def = world.definition(
+            &name,
+            &[format!("{schema}.{table}")],
+            json!({"mode": "initial"}),
+            "at_least_once",
+            "sr",
+        );
+        world.create_and_resume(def).await;
+        let st = world
+            .wait_status(&name, SETTLE, "failed", |s| s["state"] == "failed")
+            .await;
+        assert_eq!(
+            st["reason"], "snapshot_table_no_primary_key",
+            "{table}: {st}"
+        );
+        assert_eq!(
+            st["snapshot"],
+            json!([]),
+            "{table}: no progress was written"
+        );
+        assert!(world.read(&topic("sr", &schema, table)).await.is_empty());
+    }
+
+    // a DDL on a table mid-snapshot halts snapshot_schema_drifted
+    let ddl_name = format!("{schema}.ddl");
+    let def = world.definition(
+        "ddl",
+        std::slice::from_ref(&ddl_name),
+        json!({"mode": "initial", "chunk_size": 100, "max_rows_per_second": 200}),
+        "at_least_once",
+        "sr",
+    );
+    world.create_and_resume(def).await;
+    world
+        .wait_status("ddl", SETTLE, "ddl mid-snapshot", |s| {
+            table_status(s, &ddl_name)["rows_done"]
+                .as_u64()
+                .is_some_and(|n| n > 0)
+        })
+        .await;
+    admin
+        .query_drop(format!("ALTER TABLE {} ADD COLUMN extra INT", t("ddl")))
+        .await
+        .unwrap();
+    let st = world
+        .wait_status("ddl", SETTLE, "failed", |s| s["state"] == "failed")
+        .await;
+    assert_eq!(st["reason"], "snapshot_schema_drifted", "{st}");
+    let ts = table_status(&st, &ddl_name);
+    assert_eq!(ts["status"], "in_progress", "halted mid-snapshot: {st}");
+    assert!(ts["rows_done"].as_u64().unwrap() < 2000, "{st}");
+
+    // a table added to snapshot.tables once progress exists halts snapshot_config_drifted
+    let a_name = format!("{schema}.a");
+    let b_name = format!("{schema}.b");
+    let def = world.definition(
+        "drift",
+        std::slice::from_ref(&a_name),
+        json!({"mode": "initial", "chunk_size": 100, "max_rows_per_second": 200}),
+        "at_least_once",
+        "sr",
+    );
+    world.create_and_resume(def.clone()).await;
+    world
+        .wait_status("drift", SETTLE, "a mid-snapshot", |s| {
+            table_status(s, &a_name)["rows_done"]
+                .as_u64()
+                .is_some_and(|n| n > 0)
+        })
+        .await;
+    let mut changed = def.clone();
+    changed["tables"]["include"] = json!([a_name, b_name]);
+    changed["snapshot"]["tables"] = json!([a_name, b_name]);
+    let (s, b) = world
+        .blocking(move |c| {
+            let via = running(c);
+            c.send(via, Method::PUT, "/pipelines/drift/config", Some(&changed))
+                .unwrap()
+        })
+        .await;
+    assert_eq!(s, 200, "{b}");
+    let st = world
+        .wait_status("drift", SETTLE, "failed", |s| s["state"] == "failed")
+        .await;
+    assert_eq!(st["reason"], "snapshot_config_drifted", "{st}");
+    assert_eq!(
+        st["snapshot"].as_array().map(Vec::len),
+        Some(1),
+        "the stored table set is unchanged: {st}"
+    );
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. scenarios of ../shared/testdata/external/SCENARIOS.md
+
+const CUSTOMER_IDS: [i64; 21] = [
+    101, 102, 103, 109, 110, 111, 118, 121, 123, 1009, 1010, 1011, 1012, 1013, 1014, 1015, 1016,
+    1017, 1018, 1019, 2000,
+];
+
+fn customer(id: i64, name: &str, address: &str) -> Value {
+    json!({"id": id, "name": name, "address": address, "phone_number": "123567891234"})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_scenario_a1_snapshot_then_exact_changes() {
+    scenario_a1("mysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_scenario_a1_snapshot_then_exact_changes() {
+    scenario_a1("mariadb").await;
+}
+
+/// A1: the 21 customers as exactly 21 `r` rows, then part 1 and part 2 as exactly their
+/// change events, then nothing more.
+async fn scenario_a1(flavor: &'static str) {
+    let Some(db) = flavor_db(flavor) else { return };
+    let schema = unique_name("a1");
+    let mut admin = db.admin_conn().await;
+    admin
+        .query_drop(format!("CREATE DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+    if load_customers(&mut admin, &schema, "customers")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let Some(world) = World::start(db.clone(), flavor).await else {
+        return;
+    };
+    let tp = topic("a1", &schema, "customers");
+    world.one_partition(std::slice::from_ref(&tp));
+    let name = format!("{schema}.customers");
+    let def = world.definition(
+        "a1",
+        std::slice::from_ref(&name),
+        json!({"mode": "initial", "chunk_size": 5}),
+        "at_least_once",
+        "a1",
+    );
+    world.create_and_resume(def).await;
+    world
+        .wait_status("a1", Duration::from_secs(60), "streaming", |s| {
+            s["state"] == "streaming"
+        })
+        .await;
+    let snap = parse(&world.read(&tp).await);
+    let c = qt(&schema, "customers");
+    // part 1: one transaction; part 2: two transactions
+    admin
+        .query_drop(format!(
+            "START TRANSACTION; \
+             UPDATE {c} SET address = 'Hangzhou' WHERE id = 103; \
+             DELETE FROM {c} WHERE id = 102; \
+             INSERT INTO {c} VALUES (102, 'user_2', 'Shanghai', '123567891234'); \
+             UPDATE {c} SET address = 'Shanghai' WHERE id = 103; COMMIT; \
+             UPDATE {c} SET address = 'Hangzhou' WHERE id = 1010; \
+             INSERT INTO {c} VALUES (2001, 'user_22', 'Shanghai', '123567891234'), \
+               (2002, 'user_23', 'Shanghai', '123567891234'), \
+               (2003, 'user_24', 'Shanghai', '123567891234')"
+        ))
+        .await
+        .unwrap();
+    let total = snap.len() + 9;
+    world
+        .read_until(&tp, Duration::from_secs(60), |rs| rs.len() >= total)
+        .await;
+    // then nothing more
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let recs = parse(&world.read(&tp).await);
+    // the snapshot: exactly the 21 rows, each once, then the marker
+    assert_eq!(snap.len(), 22, "{snap:?}");
+    let r = replay(&snap, &["id"]);
+    let mut ids: Vec<i64> = r
+        .read_recs
+        .iter()
+        .map(|x| x.value.as_ref().unwrap()["after"]["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, CUSTOMER_IDS);
+    for x in &r.read_recs {
+        let v = x.value.as_ref().unwrap();
+        let id = v["after"]["id"].as_i64().unwrap();
+        let n = CUSTOMER_IDS.iter().position(|&c| c == id).unwrap() + 1;
+        assert_eq!(v["after"], customer(id, &format!("user_{n}"), "Shanghai"));
+    }
+    assert!(snap[21].is_marker());
+    assert_eq!(chunks(&r.read_recs).len(), 5, "21 rows in chunks of 5");
+    // then exactly the change events
+    let changes: Vec<(String, Option<i64>, Value, Value)> = recs[22..]
+        .iter()
+        .map(|x| match &x.value {
+            Some(v) => (
+                v["op"].as_str().unwrap().to_string(),
+                None,
+                v["before"].clone(),
+                v["after"].clone(),
+            ),
+            None => (
+                "tombstone".to_string(),
+                x.key.as_ref().unwrap()["id"].as_i64(),
+                Value::Null,
+                Value::Null,
+            ),
+        })
+        .collect();
+    let sh = |id| {
+        customer(
+            id,
+            &format!("user_{}", if id == 103 { 3 } else { 2 }),
+            "Shanghai",
+        )
+    };
+    let expected = vec![
+        (
+            "u".into(),
+            None,
+            sh(103),
+            customer(103, "user_3", "Hangzhou"),
+        ),
+        ("d".into(), None, sh(102), Value::Null),
+        ("tombstone".into(), Some(102), Value::Null, Value::Null),
+        ("c".into(), None, Value::Null, sh(102)),
+        (
+            "u".into(),
+            None,
+            customer(103, "user_3", "Hangzhou"),
+            sh(103),
+        ),
+        (
+            "u".into(),
+            None,
+            customer(1010, "user_11", "Shanghai"),
+            customer(1010, "user_11", "Hangzhou"),
+        ),
+        (
+            "c".into(),
+            None,
+            Value::Null,
+            customer(2001, "user_22", "Shanghai"),
+        ),
+        (
+            "c".into(),
+            None,
+            Value::Null,
+            customer(2002, "user_23", "Shanghai"),
+        ),
+        (
+            "c".into(),
+            None,
+            Value::Null,
+            customer(2003, "user_24", "Shanghai"),
+        ),
+    ];
+    assert_eq!(changes, expected);
+    assert_eq!(recs.len(), 22 + 9, "nothing more");
+    let all = replay(&recs, &["id"]);
+    let source = source_rows(&mut admin, &schema, "customers", &["id"]).await;
+    assert_same(&all.state, &source, "A1");
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_scenario_a9_transaction_racing_a_chunk() {
+    scenario_a9("mysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_scenario_a9_transaction_racing_a_chunk() {
+    scenario_a9("mariadb").await;
+}
+
+/// A9: a transaction (INSERT 15213, UPDATE 2000, DELETE 1019) commits while the snapshot is
+/// between chunks, its keys ahead of the cursor: the topic's final state is the
+/// post-transaction state, carried by the chunks alone (the three changes are suppressed).
+async fn scenario_a9(flavor: &'static str) {
+    let Some(db) = flavor_db(flavor) else { return };
+    let schema = unique_name("a9");
+    let mut admin = db.admin_conn().await;
+    admin
+        .query_drop(format!("CREATE DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+    if load_customers(&mut admin, &schema, "customers")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let Some(world) = World::start(db.clone(), flavor).await else {
+        return;
+    };
+    let tp = topic("a9", &schema, "customers");
+    world.one_partition(std::slice::from_ref(&tp));
+    let name = format!("{schema}.customers");
+    let def = world.definition(
+        "a9",
+        std::slice::from_ref(&name),
+        json!({"mode": "initial", "chunk_size": 5, "max_rows_per_second": 5}),
+        "at_least_once",
+        "a9",
+    );
+    world.create_and_resume(def).await;
+    world
+        .wait_status("a9", Duration::from_secs(60), "first chunk", |s| {
+            table_status(s, &name)["rows_done"]
+                .as_u64()
+                .is_some_and(|n| n >= 5)
+        })
+        .await;
+    let c = qt(&schema, "customers");
+    admin
+        .query_drop(format!(
+            "START TRANSACTION; \
+             INSERT INTO {c} VALUES (15213, 'user_15213', 'Shanghai', '123567891234'); \
+             UPDATE {c} SET address = 'Pittsburgh' WHERE id = 2000; \
+             DELETE FROM {c} WHERE id = 1019; COMMIT"
+        ))
+        .await
+        .unwrap();
+    let st = world.status("a9").await.unwrap();
+    let done = table_status(&st, &name)["rows_done"].as_u64().unwrap();
+    assert!(
+        table_status(&st, &name)["status"] == "in_progress" && done <= 15,
+        "the transaction raced the snapshot (keys 1019, 2000, 15213 still ahead): {st}"
+    );
+    let st = world
+        .wait_status("a9", Duration::from_secs(60), "streaming", |s| {
+            s["state"] == "streaming"
+        })
+        .await;
+    let suppressed = world
+        .metric(st["owner"].as_u64().unwrap(), "a9", "snapshot_suppressed")
+        .await;
+    let recs = parse(
+        &world
+            .read_until(&tp, Duration::from_secs(30), |rs| {
+                parse(rs).iter().any(Rec::is_marker)
+            })
+            .await,
+    );
+    let r = replay(&recs, &["id"]);
+    assert!(
+        r.changes.is_empty(),
+        "no separate change events: {:?}",
+        r.changes
+    );
+    assert_eq!(suppressed, Some(3.0), "the three changes were suppressed");
+    let mut want: BTreeMap<String, Value> = BTreeMap::new();
+    for (n, id) in CUSTOMER_IDS.iter().enumerate() {
+        let address = if *id == 2000 {
+            "Pittsburgh"
+        } else {
+            "Shanghai"
+        };
+        if *id != 1019 {
+            want.insert(
+                json!({ "id": id }).to_string(),
+                customer(*id, &format!("user_{}", n + 1), address),
+            );
+        }
+    }
+    want.insert(
+        json!({"id": 15213}).to_string(),
+        customer(15213, "user_15213", "Shanghai"),
+    );
+    assert_same(&r.state, &want, "A9 post-transaction state");
+    assert!(r.reads.values().all(|n| *n == 1));
+    assert_eq!(r.read_recs.len(), 21, "20 of the 21 plus 15213");
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_scenario_a12_a13_unsigned_keys_and_hostile_names() {
+    scenario_a12_a13("mysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_scenario_a12_a13_unsigned_keys_and_hostile_names() {
+    scenario_a12_a13("mariadb").await;
+}
+
+/// A12: BIGINT UNSIGNED keys on both sides of 2^63 chunked, every row exactly once, then
+/// streamed changes of such keys. A13: a database and a table named with backquotes and
+/// `; DROP TABLE …`: captured, reported verbatim, nothing executed.
+async fn scenario_a12_a13(flavor: &'static str) {
+    let Some(db) = flavor_db(flavor) else { return };
+    let schema = format!("{}`; DROP TABLE victim; --", unique_name("a13"));
+    let table = "t`; DROP TABLE victim; -- x";
+    let mut admin = db.admin_conn().await;
+    let t = qt(&schema, table);
+    let keys: Vec<u64> = (0..10)
+        .map(|i| (1u64 << 63) - 5 + i)
+        .chain((0..10).map(|i| u64::MAX - i))
+        .chain([7, 1 << 62])
+        .collect();
+    let values: Vec<String> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| format!("({k}, 'r{i}')"))
+        .collect();
+    admin
+        .query_drop(format!(
+            "CREATE DATABASE {s}; CREATE TABLE {victim} (id INT PRIMARY KEY); \
+             CREATE TABLE {t} (id BIGINT UNSIGNED PRIMARY KEY, name VARCHAR(20)); \
+             INSERT INTO {t} VALUES {}",
+            values.join(","),
+            s = q(&schema),
+            victim = qt(&schema, "victim"),
+        ))
+        .await
+        .unwrap();
+    let Some(world) = World::start(db.clone(), flavor).await else {
+        return;
+    };
+    let tp = topic("a12", &schema, table);
+    world.one_partition(std::slice::from_ref(&tp));
+    let name = format!("{schema}.{table}");
+    let def = world.definition(
+        "a12",
+        std::slice::from_ref(&name),
+        json!({"mode": "initial", "chunk_size": 3}),
+        "at_least_once",
+        "a12",
+    );
+    world.create_and_resume(def).await;
+    world
+        .wait_status("a12", Duration::from_secs(60), "streaming", |s| {
+            s["state"] == "streaming"
+        })
+        .await;
+    admin
+        .query_drop(format!(
+            "UPDATE {t} SET name = 'changed' WHERE id = {}; DELETE FROM {t} WHERE id = {}; \
+             UPDATE {t} SET id = {} WHERE id = 7",
+            u64::MAX,
+            1u64 << 63,
+            (1u64 << 63) + 100
+        ))
+        .await
+        .unwrap();
+    let recs = parse(
+        &world
+            .read_until(&tp, Duration::from_secs(30), |rs| {
+                parse(rs)
+                    .iter()
+                    .filter(|r| r.op().is_some_and(|o| o != "r"))
+                    .count()
+                    >= 4
+            })
+            .await,
+    );
+    let r = replay(&recs, &["id"]);
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    let read: Vec<u64> = r
+        .read_recs
+        .iter()
+        .map(|x| x.value.as_ref().unwrap()["after"]["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        read, sorted,
+        "A12: every unsigned key exactly once, in order"
+    );
+    assert_eq!(chunks(&r.read_recs).len(), keys.len().div_ceil(3));
+    let ops: Vec<&str> = r.changes.iter().filter_map(Rec::op).collect();
+    assert_eq!(ops, ["u", "d", "d", "c"], "update, delete, key change");
+    let source = source_rows(&mut admin, &schema, table, &["id"]).await;
+    assert_same(&r.state, &source, "A12");
+    // A13: names verbatim in events and the marker; the victim is untouched
+    for x in recs.iter().filter(|x| x.value.is_some()) {
+        let v = x.value.as_ref().unwrap();
+        if x.is_marker() {
+            assert_eq!(v["snapshot_complete"]["db"], schema.as_str());
+            assert_eq!(v["snapshot_complete"]["table"], table);
+            assert_eq!(x.key, Some(json!({ "snapshot_complete": name })));
+        } else {
+            assert_eq!(v["source"]["db"], schema.as_str());
+            assert_eq!(v["source"]["table"], table);
+        }
+    }
+    let victim: Option<u64> = admin
+        .query_first(format!("SELECT COUNT(*) FROM {}", qt(&schema, "victim")))
+        .await
+        .unwrap();
+    assert_eq!(victim, Some(0), "A13: nothing executed");
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+}

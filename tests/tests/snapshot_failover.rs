@@ -1,0 +1,362 @@
+//! The initial snapshot survives SIGKILL of its owner: the pipeline moves to another worker
+//! (a new owner, a higher epoch), which resumes at the committed cursor instead of from zero,
+//! and the topic replayed by key still equals the table. Both servers; scenario A4 of
+//! `../shared/testdata/external/SCENARIOS.md` included.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod snapshot_common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use capstan_tests::{mariadb, mysql, unique_name, DbEnv};
+use mysql_async::prelude::*;
+use serde_json::json;
+use snapshot_common::*;
+
+fn flavor_db(flavor: &str) -> Option<DbEnv> {
+    match flavor {
+        "mysql" => mysql(),
+        _ => mariadb(),
+    }
+}
+
+/// Kills the owner of `pipeline` with SIGKILL, waits for another worker to own it at a
+/// higher epoch in state `want`, restarts the victim. Returns (victim, old epoch, new owner,
+/// new epoch).
+async fn kill_owner(world: &World, pipeline: &str, want: &'static str) -> (u64, u64, u64, u64) {
+    let name = pipeline.to_string();
+    world
+        .blocking(move |c| {
+            let via = running(c);
+            let (victim, epoch, _) = c.pipeline_owner(via, &name).expect("owned");
+            c.kill9(victim);
+            assert!(
+                !c.workers.get_mut(&victim).unwrap().is_running(),
+                "the owner really died"
+            );
+            let via = [1, 2, 3].into_iter().find(|&n| n != victim).unwrap();
+            let killed = Instant::now();
+            let (owner, new_epoch, _) = c
+                .wait_until(SETTLE, |c| {
+                    c.pipeline_owner(via, &name)
+                        .filter(|(o, e, s)| *o != victim && *e > epoch && s == want)
+                })
+                .unwrap_or_else(|| {
+                    panic!(
+                        "the pipeline did not move: {:?}",
+                        c.pipeline_status(via, &name)
+                    )
+                });
+            eprintln!(
+                "killed owner {victim} (epoch {epoch}); {owner} is {want} at epoch {new_epoch} \
+                 after {:?}",
+                killed.elapsed()
+            );
+            c.spawn(victim);
+            (victim, epoch, owner, new_epoch)
+        })
+        .await
+}
+
+/// Every key read more than once was re-read only as part of the same chunk (its
+/// `capstan.position`) by a later epoch: a re-published in-flight chunk. Returns the count
+/// of duplicate reads.
+fn assert_duplicates_are_replayed_chunks(reads: &[Rec], key: &[&str]) -> usize {
+    let mut by_key: BTreeMap<String, Vec<&Rec>> = BTreeMap::new();
+    for r in reads {
+        by_key
+            .entry(key_of(&r.value.as_ref().unwrap()["after"], key))
+            .or_default()
+            .push(r);
+    }
+    let mut dups = 0;
+    for (k, rs) in by_key.iter().filter(|(_, rs)| rs.len() > 1) {
+        dups += rs.len() - 1;
+        let positions: BTreeSet<&str> = rs.iter().map(|r| r.position.as_str()).collect();
+        let epochs: BTreeSet<u64> = rs.iter().map(|r| r.epoch).collect();
+        assert_eq!(
+            positions.len(),
+            1,
+            "{k} read by different chunks: {positions:?}"
+        );
+        assert_eq!(epochs.len(), rs.len(), "{k} read twice by one epoch");
+    }
+    dups
+}
+
+// ---------------------------------------------------------------------------------------
+// kill -9 the owner mid-snapshot, twice, under writers
+
+const ROWS: u64 = 30_000;
+const CHUNK: u64 = 500;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_snapshot_resumes_from_the_cursor_after_two_owner_kills() {
+    kill_twice("mysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_snapshot_resumes_from_the_cursor_after_two_owner_kills() {
+    kill_twice("mariadb").await;
+}
+
+async fn kill_twice(flavor: &'static str) {
+    let Some(db) = flavor_db(flavor) else { return };
+    let started = Instant::now();
+    let schema = unique_name("snapk");
+    let mut admin = db.admin_conn().await;
+    admin
+        .query_drop(format!("CREATE DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+    seed_big(&mut admin, &schema, "t", ROWS).await;
+    let Some(world) = World::start(db.clone(), flavor).await else {
+        return;
+    };
+    let tp = topic("sk", &schema, "t");
+    world.one_partition(std::slice::from_ref(&tp));
+    let tail = Tail::start(world.kafka.bootstrap_servers(), &tp);
+    let name = format!("{schema}.t");
+    let def = world.definition(
+        "kills",
+        std::slice::from_ref(&name),
+        json!({"mode": "initial", "chunk_size": CHUNK, "max_rows_per_second": 1500}),
+        "at_least_once",
+        "sk",
+    );
+    world.create_and_resume(def).await;
+    world
+        .wait_status("kills", SETTLE, "snapshotting", |s| {
+            s["state"] == "snapshotting"
+        })
+        .await;
+    let stats = Arc::new(WriterStats::default());
+    let writers = start_writers(
+        &db,
+        &schema,
+        "t",
+        4,
+        ROWS,
+        Duration::from_millis(5),
+        stats.clone(),
+    );
+    let mut kills = Vec::new();
+    for threshold in [ROWS / 5, ROWS / 2] {
+        let st = world
+            .wait_status("kills", Duration::from_secs(120), "progress", |s| {
+                table_status(s, &name)["rows_done"]
+                    .as_u64()
+                    .is_some_and(|n| n >= threshold)
+            })
+            .await;
+        let observed = table_status(&st, &name)["rows_done"].as_u64().unwrap();
+        assert!(observed < ROWS * 3 / 4, "the kill lands mid-snapshot: {st}");
+        let (victim, epoch, owner, new_epoch) = kill_owner(&world, "kills", "snapshotting").await;
+        assert_ne!(victim, owner);
+        assert!(new_epoch > epoch);
+        kills.push((observed, new_epoch));
+    }
+    world
+        .wait_status("kills", Duration::from_secs(300), "complete", |s| {
+            table_status(s, &name)["status"] == "complete"
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stats.stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.await.unwrap();
+    }
+    let st = world
+        .wait_status("kills", SETTLE, "streaming", |s| s["state"] == "streaming")
+        .await;
+    let sentinel = json!({"id": 9_000_000_000i64});
+    admin
+        .query_drop(format!(
+            "INSERT INTO {} VALUES (9000000000, 0, 'sentinel')",
+            qt(&schema, "t")
+        ))
+        .await
+        .unwrap();
+    let recs = tail
+        .until(Duration::from_secs(120), |rs| {
+            rs.last().and_then(|r| r.key.as_ref()) == Some(&sentinel)
+        })
+        .await;
+    let r = replay(&recs, &["id"]);
+    assert!(r.state.contains_key(&sentinel.to_string()), "sentinel");
+    let source = source_rows(&mut admin, &schema, "t", &["id"]).await;
+    assert_same(&r.state, &source, flavor);
+
+    // the kills happened mid-snapshot: rows were read by three epochs
+    let epochs: BTreeSet<u64> = r.read_recs.iter().map(|x| x.epoch).collect();
+    assert!(epochs.len() >= 3, "reads by epochs {epochs:?}");
+    let distinct = r.reads.len() as u64;
+    // each restart resumed at the cursor: what later epochs read is the rest of the table
+    for (observed, epoch) in &kills {
+        let later = r.read_recs.iter().filter(|x| x.epoch >= *epoch).count() as u64;
+        assert!(later < ROWS, "{later} rows read from epoch {epoch} on");
+        assert!(
+            later <= distinct - observed,
+            "from epoch {epoch} on {later} rows were read; {observed} of {distinct} were done \
+             before the kill"
+        );
+    }
+    // duplicates only as a re-published in-flight chunk, at most one per kill
+    let dups = assert_duplicates_are_replayed_chunks(&r.read_recs, &["id"]);
+    assert!(dups as u64 <= 2 * CHUNK, "{dups} duplicate reads");
+    assert_eq!(r.markers.len(), 1);
+    let marker = &r.markers[0];
+    assert_eq!(
+        marker.value.as_ref().unwrap()["snapshot_complete"]["rows"],
+        table_status(&st, &name)["rows_done"]
+    );
+    eprintln!(
+        "{flavor}: {ROWS} rows, 2 kills at {:?}; epochs {epochs:?}; {dups} duplicate reads; \
+         {} writer statements; {:?}",
+        kills,
+        stats.statements.load(Ordering::Relaxed),
+        started.elapsed()
+    );
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// A4: kill -9 right after the first snapshot rows arrive
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_scenario_a4_kill_after_first_rows_at_least_once() {
+    scenario_a4("mysql", "at_least_once").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_scenario_a4_kill_after_first_rows_at_least_once() {
+    scenario_a4("mariadb", "at_least_once").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_scenario_a4_kill_after_first_rows_exactly_once() {
+    scenario_a4("mysql", "exactly_once").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_scenario_a4_kill_after_first_rows_exactly_once() {
+    scenario_a4("mariadb", "exactly_once").await;
+}
+
+/// A4: each of the 21 customers is delivered although the owner is killed right after the
+/// first snapshot rows arrive; then streaming as A1. At-least-once: every row at least
+/// once, a duplicate only as a whole re-published chunk by the next epoch. Exactly-once: the
+/// same on the mock cluster (it shows a killed producer's uncommitted records to every
+/// reader), plus each owner's fenced resume from the committed offsets record.
+async fn scenario_a4(flavor: &'static str, delivery: &'static str) {
+    let Some(db) = flavor_db(flavor) else { return };
+    let schema = unique_name("a4");
+    let mut admin = db.admin_conn().await;
+    admin
+        .query_drop(format!("CREATE DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+    if load_customers(&mut admin, &schema, "customers")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let c = qt(&schema, "customers");
+    let Some(world) = World::start(db.clone(), flavor).await else {
+        return;
+    };
+    let tp = topic("a4", &schema, "customers");
+    world.one_partition(std::slice::from_ref(&tp));
+    let tail = Tail::start(world.kafka.bootstrap_servers(), &tp);
+    let name = format!("{schema}.customers");
+    let def = world.definition(
+        "a4",
+        std::slice::from_ref(&name),
+        json!({"mode": "initial", "chunk_size": 3, "max_rows_per_second": 3}),
+        delivery,
+        "a4",
+    );
+    world.create_and_resume(def).await;
+    let first = tail
+        .until(Duration::from_secs(60), |rs| {
+            rs.iter().any(|r| r.op() == Some("r"))
+        })
+        .await;
+    assert!(!first.is_empty(), "no snapshot row arrived");
+    let (_, epoch, _, new_epoch) = kill_owner(&world, "a4", "snapshotting").await;
+    world
+        .wait_status("a4", Duration::from_secs(60), "streaming", |s| {
+            s["state"] == "streaming"
+        })
+        .await;
+    admin
+        .query_drop(format!(
+            "START TRANSACTION; \
+             UPDATE {c} SET address = 'Hangzhou' WHERE id = 103; \
+             DELETE FROM {c} WHERE id = 102; \
+             INSERT INTO {c} VALUES (102, 'user_2', 'Shanghai', '123567891234'); \
+             UPDATE {c} SET address = 'Shanghai' WHERE id = 103; COMMIT; \
+             UPDATE {c} SET address = 'Hangzhou' WHERE id = 1010; \
+             INSERT INTO {c} VALUES (2001, 'user_22', 'Shanghai', '123567891234'), \
+               (2002, 'user_23', 'Shanghai', '123567891234'), \
+               (2003, 'user_24', 'Shanghai', '123567891234')"
+        ))
+        .await
+        .unwrap();
+    let recs = tail
+        .until(Duration::from_secs(60), |rs| {
+            rs.iter()
+                .any(|r| r.key.as_ref() == Some(&json!({"id": 2003})))
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let recs2 = tail.records();
+    assert_eq!(recs.len(), recs2.len(), "nothing more after the changes");
+    let r = replay(&recs, &["id"]);
+    let ids: BTreeSet<i64> = r
+        .read_recs
+        .iter()
+        .map(|x| x.value.as_ref().unwrap()["after"]["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 21, "each of the 21 rows delivered: {ids:?}");
+    let epochs: BTreeSet<u64> = r.read_recs.iter().map(|x| x.epoch).collect();
+    assert!(
+        epochs.contains(&epoch) && epochs.contains(&new_epoch),
+        "rows read before and after the kill: {epochs:?}"
+    );
+    let dups = assert_duplicates_are_replayed_chunks(&r.read_recs, &["id"]);
+    assert!(dups <= 3, "at most the one in-flight chunk again: {dups}");
+    // then streaming as A1: exactly the 8 change events (+ 1 tombstone), once each
+    let ops: Vec<&str> = r.changes.iter().filter_map(Rec::op).collect();
+    assert_eq!(ops, ["u", "d", "c", "u", "u", "c", "c", "c"]);
+    let source = source_rows(&mut admin, &schema, "customers", &["id"]).await;
+    assert_same(&r.state, &source, "A4");
+    if delivery == "exactly_once" {
+        let opened = world
+            .blocking(|c| {
+                [1, 2, 3]
+                    .iter()
+                    .map(|&id| {
+                        c.log(id)
+                            .matches("exactly-once resume point decided")
+                            .count()
+                    })
+                    .sum::<usize>()
+            })
+            .await;
+        assert!(opened >= 2, "{opened} exactly-once openings logged");
+    }
+    eprintln!("{flavor} {delivery}: A4 with {dups} duplicate reads; epochs {epochs:?}");
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+}
