@@ -16,8 +16,6 @@
 //! and the caller falls back to that previous path, which decides. So the fast path only ever
 //! produces text for documents the previous path would have rendered identically.
 
-use std::cell::RefCell;
-
 use mysql_common::binlog::jsonb;
 use mysql_common::io::ParseBuf;
 
@@ -57,33 +55,18 @@ pub(crate) fn json_text(doc: &[u8]) -> Option<String> {
 /// unspecified state) when the fallback path must decide.
 fn write_json_bytes(doc: &[u8], out: &mut Vec<u8>) -> Option<()> {
     let (&ty, rest) = doc.split_first()?;
-    let mut run = |keys: &mut Vec<(u32, u32, u32)>| {
-        keys.clear();
-        let result = Writer { out, keys }.value(ty, rest, 0);
-        if keys.capacity() > SCRATCH_KEEP {
-            keys.clear();
-            keys.shrink_to(SCRATCH_KEEP);
-        }
-        result
-    };
-    KEYS.with(|k| match k.try_borrow_mut() {
-        Ok(mut keys) => run(&mut keys),
-        Err(_) => run(&mut Vec::new()),
-    })
+    Writer { out }.value(ty, rest, 0)
 }
 
-/// Object-member scratch kept per thread: most documents then sort without allocating.
-const SCRATCH_KEEP: usize = 4096;
+/// Objects with at most this many members sort them on the stack; larger ones in a
+/// vector of their own.
+const STACK_MEMBERS: usize = 16;
 
-thread_local! {
-    static KEYS: RefCell<Vec<(u32, u32, u32)>> = const { RefCell::new(Vec::new()) };
-}
+/// An object member for sorting: (key offset, key length, member index).
+type Member = (u32, u32, u32);
 
-struct Writer<'o, 'k> {
+struct Writer<'o> {
     out: &'o mut Vec<u8>,
-    /// Scratch for sorting object members, used as a stack across nesting levels:
-    /// (key offset, key length, member index).
-    keys: &'k mut Vec<(u32, u32, u32)>,
 }
 
 fn le(bytes: &[u8], at: usize, n: usize) -> Option<u64> {
@@ -95,7 +78,7 @@ fn le(bytes: &[u8], at: usize, n: usize) -> Option<u64> {
     )
 }
 
-impl Writer<'_, '_> {
+impl Writer<'_> {
     /// A value of type `ty` whose bytes start at `buf[0]` (and may run to its end).
     fn value(&mut self, ty: u8, buf: &[u8], depth: usize) -> Option<()> {
         match ty {
@@ -164,23 +147,30 @@ impl Writer<'_, '_> {
             self.out.push(b']');
             return Some(());
         }
-        let base = self.keys.len();
-        for i in 0..count {
+        // (the header fits `size`, so `count` is bounded by the document's length)
+        let mut stack = [(0u32, 0u32, 0u32); STACK_MEMBERS];
+        let mut heap = Vec::new();
+        let members: &mut [Member] = if count <= STACK_MEMBERS {
+            stack.get_mut(..count)?
+        } else {
+            heap.resize(count, (0, 0, 0));
+            &mut heap
+        };
+        for (i, m) in members.iter_mut().enumerate() {
             let at = 2 * os + i * key_entry;
             let offset = usize::try_from(le(data, at, os)?).ok()?;
             let len = usize::try_from(le(data, at + os, 2)?).ok()?;
             if offset < header || offset.checked_add(len)? > size {
                 return None;
             }
-            self.keys.push((offset as u32, len as u32, i as u32));
+            *m = (offset as u32, len as u32, i as u32);
         }
-        let key = |k: &(u32, u32, u32)| {
+        let key = |k: &Member| {
             let (o, l) = (k.0 as usize, k.1 as usize);
             data.get(o..o + l).unwrap_or_default()
         };
         // MySQL stores members sorted by key length first, which is often byte order too:
         // strictly increasing keys need no sort and hold no duplicate.
-        let members = &mut self.keys[base..];
         if !members.windows(2).all(|w| key(&w[0]) < key(&w[1])) {
             members.sort_unstable_by(|a, b| key(a).cmp(key(b)));
             if members.windows(2).any(|w| key(&w[0]) == key(&w[1])) {
@@ -188,18 +178,16 @@ impl Writer<'_, '_> {
             }
         }
         self.out.push(b'{');
-        for j in 0..count {
-            let k = *self.keys.get(base + j)?;
+        for (j, k) in members.iter().enumerate() {
             if j > 0 {
                 self.out.push(b',');
             }
-            write_escaped(self.out, key(&k));
+            write_escaped(self.out, key(k));
             self.out.push(b':');
             let entry = values_at + k.2 as usize * value_entry;
             self.element(data, entry, large, header, depth)?;
         }
         self.out.push(b'}');
-        self.keys.truncate(base);
         Some(())
     }
 
