@@ -30,6 +30,9 @@
 //! writes the schema, marks and counts to FILE (and keeps the schema); a run that finds FILE
 //! reads that range again without loading.
 //!
+//! `--mysqlbinlog-verbose` adds, per round, a diagnostic read by `mysqlbinlog --verbose` (rows
+//! decoded to pseudo-SQL comments: the closest mysqlbinlog gets to decoding every row).
+//!
 //! Readers connect as the replication account (`CAPSTAN_MYSQL_USER`) over TLS without peer
 //! verification; the load runs as the admin account. No row values or passwords are printed.
 
@@ -92,12 +95,13 @@ struct Args {
     read_only: bool,
     repeat: usize,
     range: Option<PathBuf>,
+    verbose_mysqlbinlog: bool,
 }
 
 fn usage() -> &'static str {
     "usage: source_bench [--rows N (1000000)] [--txn-rows N (1000)] [--chroot DIR] [--venv DIR] \
      [--skip-mysqlbinlog] [--skip-python] [--keep-schema] [--read-only-pass] [--repeat N (1)] \
-     [--range FILE]"
+     [--range FILE] [--mysqlbinlog-verbose]"
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -114,6 +118,7 @@ fn parse_args() -> Result<Args, BoxError> {
         read_only: false,
         repeat: 1,
         range: None,
+        verbose_mysqlbinlog: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -132,6 +137,7 @@ fn parse_args() -> Result<Args, BoxError> {
             "--read-only-pass" => args.read_only = true,
             "--repeat" => args.repeat = value()?.parse()?,
             "--range" => args.range = Some(PathBuf::from(value()?)),
+            "--mysqlbinlog-verbose" => args.verbose_mysqlbinlog = true,
             "-h" | "--help" => {
                 println!("{}", usage());
                 std::process::exit(0);
@@ -417,6 +423,7 @@ fn run_mysqlbinlog(
     before: &Mark,
     after: &Mark,
     files: &[String],
+    verbose: bool,
 ) -> Result<Duration, BoxError> {
     use std::os::unix::fs::OpenOptionsExt;
     // The password goes in an option file readable by root only, never on a command line.
@@ -437,6 +444,7 @@ fn run_mysqlbinlog(
         .arg(chroot)
         .arg("mysqlbinlog")
         .arg(format!("--defaults-extra-file=/{cnf_name}"))
+        .args(verbose.then_some("--verbose"))
         .arg("--read-from-remote-source=BINLOG-DUMP-NON-GTIDS")
         .arg(format!("--start-position={}", before.pos))
         .arg(format!("--stop-position={}", after.pos))
@@ -720,6 +728,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
         secs: Vec::new(),
     };
     let mut read_only = Vec::new();
+    let mut verbose = Vec::new();
     let mut mysqlbinlog = Line {
         name: "mysqlbinlog > /dev/null",
         rows: expected,
@@ -748,13 +757,19 @@ async fn run(args: Args) -> Result<(), BoxError> {
         }
         if !args.skip_mysqlbinlog {
             let elapsed =
-                run_mysqlbinlog(&server, &args.chroot, before, after, &files)?.as_secs_f64();
+                run_mysqlbinlog(&server, &args.chroot, before, after, &files, false)?.as_secs_f64();
             mysqlbinlog.secs.push(elapsed);
             let _ = write!(
                 note,
                 ", mysqlbinlog {elapsed:.3} s, ratio {:.2}x",
                 elapsed / m.elapsed.as_secs_f64()
             );
+        }
+        if args.verbose_mysqlbinlog {
+            let elapsed =
+                run_mysqlbinlog(&server, &args.chroot, before, after, &files, true)?.as_secs_f64();
+            verbose.push(elapsed);
+            let _ = write!(note, ", mysqlbinlog --verbose {elapsed:.3} s");
         }
         let load = load_average();
         let _ = write!(note, " (load {load})");
@@ -820,6 +835,19 @@ async fn run(args: Args) -> Result<(), BoxError> {
             "",
             "-",
             bytes as f64 / 1e6 / secs
+        );
+    }
+    if !verbose.is_empty() {
+        let secs = median(&verbose);
+        println!(
+            "{:<26} {:>10} {:>9.3} {:>15} {:>12.0} {:>8.1} {:>11.2}x (diagnostic: rows decoded to pseudo-SQL)",
+            "mysqlbinlog --verbose",
+            expected,
+            secs,
+            "",
+            expected as f64 / secs,
+            bytes as f64 / 1e6 / secs,
+            capstan_rate / (expected as f64 / secs)
         );
     }
     println!(
