@@ -30,6 +30,9 @@ use crate::mysql::connect::detect_flavor;
 use crate::mysql::source_config::{FlavorChoice, TlsChoice, ValidSourceConfig};
 use crate::mysql::table_filter::TableFilter;
 
+/// At most this many rows are reserved up front for a chunk.
+const CAPACITY_CAP: usize = 1 << 16;
+
 /// Values per `WEIGHT_STRING` statement.
 const WEIGHT_BATCH: usize = 500;
 
@@ -387,7 +390,10 @@ impl SnapshotReader {
         params.push(mysql_async::Value::UInt(limit));
         let sql = chunk_select(&layout, after.is_some());
         let (position, lock_held) = self.capture_position(&table.id).await?;
-        let read = self.select_rows(&layout, &sql, params).await;
+        let capacity = usize::try_from(limit)
+            .unwrap_or(usize::MAX)
+            .min(CAPACITY_CAP);
+        let read = self.select_rows(&layout, &sql, params, capacity).await;
         let rows = match read {
             Ok(rows) => rows,
             Err(e) => {
@@ -411,6 +417,11 @@ impl SnapshotReader {
     }
 
     /// Opens the chunk's transaction and returns G (and the lock hold time).
+    ///
+    /// The statements of ADR-0006 go in their order, two to a round trip where the second
+    /// needs nothing from the first's reply: `LOCK TABLES …; SELECT <executed position>` and
+    /// `START TRANSACTION …; UNLOCK TABLES` (MySQL), `START TRANSACTION …; SHOW STATUS …`
+    /// (MariaDB). A failed statement ends its batch: the server runs nothing after it.
     async fn capture_position(
         &mut self,
         table: &TableId,
@@ -418,18 +429,20 @@ impl SnapshotReader {
         let start = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY";
         match self.capture {
             PositionCapture::LockTables => {
-                self.conn
-                    .query_drop(format!("LOCK TABLES {} READ", quote_table(table)))
-                    .await
-                    .map_err(|e| SnapshotError::LockUnavailable {
+                let lock_and_read = format!(
+                    "LOCK TABLES {} READ; {}",
+                    quote_table(table),
+                    executed_position_sql(self.flavor)
+                );
+                let result = self.conn.query_iter(lock_and_read).await.map_err(|e| {
+                    SnapshotError::LockUnavailable {
                         table: table.clone(),
                         code: server_code(&e),
-                    })?;
+                    }
+                })?;
+                // LOCK TABLES has returned: the lock is held
                 let locked = Instant::now();
-                let g = self
-                    .conn
-                    .query_first::<String, _>(executed_position_sql(self.flavor))
-                    .await;
+                let g = second_result_text(result).await;
                 let g = match g {
                     Ok(Some(text)) => parse_position(self.flavor, &text),
                     Ok(None) => None,
@@ -448,24 +461,36 @@ impl SnapshotReader {
                 };
                 // starting the transaction releases the table lock (after the lock is gone
                 // the view is taken: it holds every change of the table up to G, maybe more)
-                let started = self.conn.query_drop(start).await;
+                let started = self
+                    .conn
+                    .query_iter(format!("{start}; UNLOCK TABLES"))
+                    .await;
                 let held = locked.elapsed();
-                if let Err(e) = started {
-                    let _ = self.conn.query_drop("UNLOCK TABLES").await;
-                    return Err(chunk_err(table, "start transaction", &e));
-                }
-                self.conn
-                    .query_drop("UNLOCK TABLES")
+                let result = match started {
+                    Ok(result) => result,
+                    Err(e) => {
+                        let _ = self.conn.query_drop("UNLOCK TABLES").await;
+                        return Err(chunk_err(table, "start transaction", &e));
+                    }
+                };
+                result
+                    .drop_result()
                     .await
                     .map_err(|e| chunk_err(table, "unlock", &e))?;
                 Ok((g, Some(held)))
             }
             PositionCapture::BinlogSnapshot => {
-                self.conn
-                    .query_drop(start)
+                let result = self
+                    .conn
+                    .query_iter(format!("{start}; SHOW STATUS LIKE 'binlog_snapshot_%'"))
                     .await
                     .map_err(|e| chunk_err(table, "start transaction", &e))?;
-                match self.binlog_snapshot_position(table).await {
+                let status = second_result_pairs(result).await;
+                let g = match status {
+                    Ok(status) => self.binlog_snapshot_position(table, &status).await,
+                    Err(e) => Err(chunk_err(table, "binlog snapshot", &e)),
+                };
+                match g {
                     Ok(g) => Ok((g, None)),
                     Err(e) => {
                         let _ = self.conn.query_drop("ROLLBACK").await;
@@ -476,15 +501,12 @@ impl SnapshotReader {
         }
     }
 
+    /// G from the view's binlog point (`SHOW STATUS LIKE 'binlog_snapshot_%'` rows).
     async fn binlog_snapshot_position(
         &mut self,
         table: &TableId,
+        status: &[(String, String)],
     ) -> Result<Position, SnapshotError> {
-        let status: Vec<(String, String)> = self
-            .conn
-            .query("SHOW STATUS LIKE 'binlog_snapshot_%'")
-            .await
-            .map_err(|e| chunk_err(table, "binlog snapshot", &e))?;
         let get = |name: &str| {
             status
                 .iter()
@@ -517,6 +539,7 @@ impl SnapshotReader {
         layout: &TableLayout,
         sql: &str,
         params: Vec<mysql_async::Value>,
+        capacity: usize,
     ) -> Result<Vec<Row>, SnapshotError> {
         let id = &layout.table.id;
         let mut result = self
@@ -540,34 +563,23 @@ impl SnapshotReader {
                 return Err(drift("column type"));
             }
         }
-        let raw: Vec<mysql_async::Row> = result
-            .collect()
-            .await
-            .map_err(|e| chunk_err(id, "select", &e))?;
-        raw.into_iter()
-            .map(|r| {
-                let values = r
-                    .unwrap_raw()
-                    .into_iter()
-                    .zip(&layout.columns)
-                    .map(|(v, info)| {
-                        convert(info.kind, v.unwrap_or(mysql_async::Value::NULL)).map_err(
-                            |reason| SnapshotError::ValueDecodeFailed {
-                                table: id.clone(),
-                                column: info.name.clone(),
-                                reason,
-                            },
-                        )
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                Row::new(Arc::clone(&layout.table.columns), values).map_err(|_| {
-                    SnapshotError::SchemaDrifted {
-                        table: id.clone(),
-                        reason: "row width",
-                    }
-                })
-            })
-            .collect()
+        // each row is converted as it arrives, while the server keeps sending the next ones
+        let mut rows = Vec::with_capacity(capacity);
+        loop {
+            let raw = match result.next().await {
+                Ok(Some(raw)) => raw,
+                Ok(None) => break,
+                Err(e) => return Err(chunk_err(id, "select", &e)),
+            };
+            match convert_row(layout, raw) {
+                Ok(row) => rows.push(row),
+                Err(e) => {
+                    let _ = result.drop_result().await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(rows)
     }
 
     /// `WEIGHT_STRING` of each raw value under the column's character set and collation, in
@@ -654,6 +666,51 @@ fn rank_matches_weights(rows: &[(u64, u64, Vec<u8>)]) -> bool {
     sorted
         .windows(2)
         .all(|w| w[0].1.cmp(&w[1].1) == w[0].2.cmp(&w[1].2))
+}
+
+/// The first column of the first row of a two-statement batch's second result (the first
+/// statement returns no rows); the rest of the batch is read and dropped.
+async fn second_result_text(
+    mut result: mysql_async::QueryResult<'_, '_, mysql_async::TextProtocol>,
+) -> Result<Option<String>, mysql_async::Error> {
+    result.collect::<mysql_async::Row>().await?;
+    let rows: Vec<mysql_async::Row> = result.collect().await?;
+    result.drop_result().await?;
+    Ok(rows
+        .first()
+        .and_then(|r| r.get_opt::<String, _>(0))
+        .and_then(Result::ok))
+}
+
+/// The (name, value) rows of a two-statement batch's second result (`SHOW STATUS`).
+async fn second_result_pairs(
+    mut result: mysql_async::QueryResult<'_, '_, mysql_async::TextProtocol>,
+) -> Result<Vec<(String, String)>, mysql_async::Error> {
+    result.collect::<mysql_async::Row>().await?;
+    let rows: Vec<(String, String)> = result.collect().await?;
+    result.drop_result().await?;
+    Ok(rows)
+}
+
+/// One chunk row: every value converted as the binlog decoder would produce it.
+fn convert_row(layout: &TableLayout, raw: mysql_async::Row) -> Result<Row, SnapshotError> {
+    let raw = raw.unwrap_raw();
+    let mut values = Vec::with_capacity(raw.len());
+    for (v, info) in raw.into_iter().zip(&layout.columns) {
+        let value =
+            convert(info.kind, v.unwrap_or(mysql_async::Value::NULL)).map_err(|reason| {
+                SnapshotError::ValueDecodeFailed {
+                    table: layout.table.id.clone(),
+                    column: info.name.clone(),
+                    reason,
+                }
+            })?;
+        values.push(value);
+    }
+    Row::new(Arc::clone(&layout.table.columns), values).map_err(|_| SnapshotError::SchemaDrifted {
+        table: layout.table.id.clone(),
+        reason: "row width",
+    })
 }
 
 fn chunk_err(table: &TableId, site: &'static str, e: &mysql_async::Error) -> SnapshotError {

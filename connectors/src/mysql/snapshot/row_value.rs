@@ -55,8 +55,8 @@ pub(crate) fn convert(kind: ColKind, wire: Wire) -> Result<Value, &'static str> 
             bytes.extend_from_slice(&b);
             Value::Bit { bytes, bits }
         }
-        (ColKind::Enum, Wire::Bytes(b)) => Value::Enum(member_text(&b)),
-        (ColKind::Set, Wire::Bytes(b)) => Value::Set(member_text(&b)),
+        (ColKind::Enum, Wire::Bytes(b)) => Value::Enum(member_text(b)),
+        (ColKind::Set, Wire::Bytes(b)) => Value::Set(member_text(b)),
         (ColKind::Json, Wire::Bytes(b)) => Value::Json(json_as_binlog(&b)?),
         (ColKind::Geometry, Wire::Bytes(b)) => {
             if b.len() < 4 {
@@ -122,7 +122,18 @@ pub(crate) fn convert(kind: ColKind, wire: Wire) -> Result<Value, &'static str> 
 /// The server's JSON text in the binlog decoder's form: compact, object members sorted by
 /// key bytes, serde_json's string escaping and number text (the decoder renders binary JSON
 /// that way; the server's own text has spaces and its own float format).
+///
+/// Common documents (strings without escapes, integers, no duplicate keys) take a direct
+/// re-spacing pass ([`json_fast`]) whose output equals the serde_json round trip; anything
+/// else goes through serde_json.
 fn json_as_binlog(text: &[u8]) -> Result<String, &'static str> {
+    if let Some(out) = json_fast(text) {
+        return Ok(out);
+    }
+    json_via_serde(text)
+}
+
+fn json_via_serde(text: &[u8]) -> Result<String, &'static str> {
     let value: serde_json::Value = serde_json::from_slice(text).map_err(|_| "json unreadable")?;
     let mut out = String::with_capacity(text.len());
     write_sorted(&value, &mut out)?;
@@ -162,10 +173,219 @@ fn write_sorted(v: &serde_json::Value, out: &mut String) -> Result<(), &'static 
 
 /// ENUM/SET member text the way the binlog decoder reads member names: UTF-8, else one char
 /// per byte.
-fn member_text(bytes: &[u8]) -> String {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => s.to_owned(),
-        Err(_) => bytes.iter().map(|&b| char::from(b)).collect(),
+fn member_text(bytes: Vec<u8>) -> String {
+    match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => e.as_bytes().iter().map(|&b| char::from(b)).collect(),
+    }
+}
+
+/// Deepest nesting [`json_fast`] handles itself (serde_json refuses beyond 128).
+const JSON_FAST_DEPTH: usize = 64;
+
+/// [`json_via_serde`]'s output without building a `serde_json::Value`, or `None` when the
+/// document holds anything whose rendering this pass does not reproduce exactly: a string or
+/// key with an escape or a control character, a number other than a plain integer of at most
+/// 18 digits (serde_json reads wider ones, fractions and exponents as f64 and prints them its
+/// own way), a duplicate key (serde_json keeps the last), nesting beyond
+/// [`JSON_FAST_DEPTH`], invalid UTF-8 or malformed text (serde_json names the error).
+fn json_fast(text: &[u8]) -> Option<String> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut p = JsonPass {
+        text,
+        at: 0,
+        out: &mut out,
+        members: Vec::new(),
+    };
+    p.value(0)?;
+    p.skip_ws();
+    if p.at != text.len() {
+        return None;
+    }
+    // whole tokens of the input and ASCII punctuation were written: the output is UTF-8
+    // exactly when every string of the input is (serde_json's condition; outside strings
+    // only ASCII parses)
+    String::from_utf8(out).ok()
+}
+
+struct JsonPass<'a, 'o> {
+    text: &'a [u8],
+    at: usize,
+    out: &'o mut Vec<u8>,
+    /// Scratch for sorting an object's members: (key, start, end) of each member's output.
+    members: Vec<(&'a [u8], usize, usize)>,
+}
+
+impl<'a> JsonPass<'a, '_> {
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.text.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Option<()> {
+        self.skip_ws();
+        match *self.text.get(self.at)? {
+            b'{' => self.object(depth + 1),
+            b'[' => self.array(depth + 1),
+            b'"' => {
+                let s = self.string()?;
+                self.out.push(b'"');
+                self.out.extend_from_slice(s);
+                self.out.push(b'"');
+                Some(())
+            }
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            _ => self.integer(),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        if self.text.get(self.at..self.at + word.len())? != word {
+            return None;
+        }
+        self.at += word.len();
+        self.out.extend_from_slice(word);
+        Some(())
+    }
+
+    /// `-?(0|[1-9][0-9]{0,17})`, not `-0`, not followed by a fraction or exponent.
+    fn integer(&mut self) -> Option<()> {
+        let start = self.at;
+        let negative = self.text.get(self.at) == Some(&b'-');
+        if negative {
+            self.at += 1;
+        }
+        let digits = self.at;
+        while let Some(b'0'..=b'9') = self.text.get(self.at) {
+            self.at += 1;
+        }
+        let n = self.at - digits;
+        if n == 0 || n > 18 {
+            return None;
+        }
+        if self.text[digits] == b'0' && (n > 1 || negative) {
+            return None;
+        }
+        if let Some(b'.' | b'e' | b'E') = self.text.get(self.at) {
+            return None;
+        }
+        self.out.extend_from_slice(&self.text[start..self.at]);
+        Some(())
+    }
+
+    /// The content of a string without escapes or control characters (`at` on its quote).
+    fn string(&mut self) -> Option<&'a [u8]> {
+        self.at += 1;
+        let start = self.at;
+        loop {
+            match *self.text.get(self.at)? {
+                b'"' => break,
+                b'\\' => return None,
+                c if c < 0x20 => return None,
+                _ => self.at += 1,
+            }
+        }
+        let s = &self.text[start..self.at];
+        self.at += 1;
+        Some(s)
+    }
+
+    fn array(&mut self, depth: usize) -> Option<()> {
+        if depth > JSON_FAST_DEPTH {
+            return None;
+        }
+        self.at += 1;
+        self.out.push(b'[');
+        self.skip_ws();
+        if self.text.get(self.at) == Some(&b']') {
+            self.at += 1;
+            self.out.push(b']');
+            return Some(());
+        }
+        loop {
+            self.value(depth)?;
+            self.skip_ws();
+            match *self.text.get(self.at)? {
+                b',' => {
+                    self.at += 1;
+                    self.out.push(b',');
+                }
+                b']' => {
+                    self.at += 1;
+                    self.out.push(b']');
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Option<()> {
+        if depth > JSON_FAST_DEPTH {
+            return None;
+        }
+        self.at += 1;
+        self.out.push(b'{');
+        let body = self.out.len();
+        self.skip_ws();
+        if self.text.get(self.at) == Some(&b'}') {
+            self.at += 1;
+            self.out.push(b'}');
+            return Some(());
+        }
+        let first = self.members.len();
+        loop {
+            self.skip_ws();
+            if self.text.get(self.at) != Some(&b'"') {
+                return None;
+            }
+            let key = self.string()?;
+            self.skip_ws();
+            if self.text.get(self.at) != Some(&b':') {
+                return None;
+            }
+            self.at += 1;
+            if self.members.len() > first {
+                self.out.push(b',');
+            }
+            let start = self.out.len();
+            self.out.push(b'"');
+            self.out.extend_from_slice(key);
+            self.out.extend_from_slice(b"\":");
+            self.value(depth)?;
+            self.members.push((key, start, self.out.len()));
+            self.skip_ws();
+            match *self.text.get(self.at)? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+        let members = &mut self.members[first..];
+        if !members.windows(2).all(|w| w[0].0 < w[1].0) {
+            members.sort_by(|a, b| a.0.cmp(b.0));
+            if members.windows(2).any(|w| w[0].0 == w[1].0) {
+                return None;
+            }
+            let written = self.out[body..].to_vec();
+            self.out.truncate(body);
+            for (i, &(_, start, end)) in members.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(b',');
+                }
+                self.out
+                    .extend_from_slice(&written[start - body..end - body]);
+            }
+        }
+        self.members.truncate(first);
+        self.out.push(b'}');
+        Some(())
     }
 }
 
@@ -317,5 +537,126 @@ mod tests {
             Ok(Value::Vector(vec![1.5]))
         );
         assert!(convert(ColKind::Date, Wire::Int(1)).is_err());
+    }
+
+    #[test]
+    fn json_fast_pass_matches_serde_json() {
+        let cases: &[&[u8]] = &[
+            br#"{"k": 123, "ok": true, "tags": ["a", "b"]}"#,
+            br#"{"tags": ["a", "b"], "ok": false, "k": -5, "": null}"#,
+            br#" { "b" : { "z" : 1 , "a" : [ ] } , "a" : { } } "#,
+            br#"[1, "x\"y", 2]"#,
+            br#"{"a": 1, "a": 2}"#,
+            br#"{"a": 1.0}"#,
+            br#"{"a": -0}"#,
+            br#"[01]"#,
+            br#"[1e5, 2E-1]"#,
+            br#"[123456789012345678, -123456789012345678]"#,
+            br#"[1234567890123456789, 18446744073709551615, 99999999999999999999]"#,
+            b"\"caf\xc3\xa9 \x7f\"",
+            b"\"a\tb\"",
+            b"\"\xff\"",
+            br#"{"x": [true, false, null, "", {}]}"#,
+            br#"[1, 2"#,
+            br#"[1] x"#,
+            br#"truex"#,
+            br#""#,
+            br#"{"a" 1}"#,
+            br#"{1: 2}"#,
+            br#"[1,]"#,
+        ];
+        for text in cases {
+            let want = json_via_serde(text);
+            if let Some(fast) = json_fast(text) {
+                assert_eq!(Ok(fast), want, "{}", String::from_utf8_lossy(text));
+            }
+            assert_eq!(json_as_binlog(text), want);
+        }
+        assert!(json_fast(br#"{"b": 1, "a": {"d": 2, "c": 3}}"#).is_some());
+        let deep = format!("{}1{}", "[".repeat(100), "]".repeat(100));
+        assert_eq!(
+            json_as_binlog(deep.as_bytes()),
+            json_via_serde(deep.as_bytes())
+        );
+    }
+
+    mod props {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn token() -> impl Strategy<Value = String> {
+            let scalar = prop_oneof![
+                Just("null".to_string()),
+                Just("true".to_string()),
+                Just("false".to_string()),
+                prop::sample::select(vec![
+                    "0",
+                    "-0",
+                    "7",
+                    "-12",
+                    "1.5",
+                    "-2.50",
+                    "1e3",
+                    "1E-2",
+                    "00",
+                    "123456789012345678",
+                    "-999999999999999999",
+                    "1234567890123456789",
+                    "18446744073709551615",
+                    "-9223372036854775808",
+                    "99999999999999999999",
+                ])
+                .prop_map(str::to_string),
+                "[a-c\\\\\"é\u{1F600}\t ]{0,5}".prop_map(|s| {
+                    // mostly valid strings: escape what JSON requires, sometimes not
+                    let mut out = String::from("\"");
+                    for c in s.chars() {
+                        match c {
+                            '"' => out.push_str("\\\""),
+                            '\\' => out.push_str("\\\\"),
+                            '\t' => out.push_str("\\t"),
+                            c => out.push(c),
+                        }
+                    }
+                    out.push('"');
+                    out
+                }),
+            ];
+            scalar.prop_recursive(4, 24, 4, |inner| {
+                let ws = prop::sample::select(vec!["", " ", "\n  ", "\t"]);
+                prop_oneof![
+                    (prop::collection::vec(inner.clone(), 0..4), ws.clone())
+                        .prop_map(|(items, w)| format!("[{w}{}{w}]", items.join(&format!(",{w}")))),
+                    (
+                        prop::collection::vec(
+                            (
+                                prop::sample::select(vec!["a", "b", "ab", "", "B", "é"]),
+                                inner
+                            ),
+                            0..4
+                        ),
+                        ws
+                    )
+                        .prop_map(|(members, w)| {
+                            let m: Vec<String> = members
+                                .into_iter()
+                                .map(|(k, v)| format!("\"{k}\"{w}:{w}{v}"))
+                                .collect();
+                            format!("{{{w}{}{w}}}", m.join(&format!("{w},")))
+                        }),
+                ]
+            })
+        }
+
+        proptest! {
+            #[test]
+            fn fast_pass_equals_serde_json(doc in token()) {
+                let want = json_via_serde(doc.as_bytes());
+                if let Some(fast) = json_fast(doc.as_bytes()) {
+                    prop_assert_eq!(Ok(fast), want.clone());
+                }
+                prop_assert_eq!(json_as_binlog(doc.as_bytes()), want);
+            }
+        }
     }
 }
