@@ -896,6 +896,11 @@ fn print_capture_probe(p: &CaptureProbe) {
     println!("{}", pct_line("    capture total", &total));
 }
 
+/// The allocator capstan's worker binary uses (see `worker/src/main.rs`), so the reader is
+/// measured as it runs there.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<(), BoxError> {
     let args = parse_args()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
