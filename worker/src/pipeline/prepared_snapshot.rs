@@ -6,10 +6,9 @@ use std::collections::HashMap;
 use capstan_connectors::mysql::snapshot::{KeyPart, SnapshotReader};
 use capstan_core::change::TableId;
 use capstan_core::snapshot::TableStatus;
-use capstan_kafka::exactly_once::{SnapshotProgress, TableProgress as KafkaTableProgress};
-use capstan_raft_store::SnapshotTableStatus;
+use capstan_kafka::exactly_once::SnapshotProgress;
 
-use super::table_run::{key_bytes, Halt, ProgressWrite, TableRun};
+use super::table_run::{kafka_table, Halt, ProgressWrite, TableRun};
 
 /// A snapshot ready to start: the reader, the tables at their stored progress.
 #[derive(Debug)]
@@ -38,11 +37,10 @@ impl PreparedSnapshot {
             .filter_map(|id| {
                 let run = self.tables.get(id)?;
                 let complete = self.status.get(id) == Some(&TableStatus::Complete);
-                let cursor = run
-                    .raw_cursor
-                    .as_ref()
-                    .and_then(|c| serde_json::to_value(c).ok());
-                Some((id.to_string(), KafkaTableProgress { cursor, complete }))
+                Some((
+                    id.to_string(),
+                    kafka_table(run.raw_cursor.as_deref(), complete),
+                ))
             })
             .collect();
         SnapshotProgress {
@@ -81,18 +79,7 @@ impl PreparedSnapshot {
             run.raw_cursor = cursor.clone();
             run.raw_delivered = cursor;
             self.status.insert(id.clone(), status);
-            writes.push(ProgressWrite {
-                table: name.clone(),
-                pk_cursor: run.raw_cursor.as_deref().and_then(key_bytes),
-                delivered_pk: run.raw_delivered.as_deref().and_then(key_bytes),
-                status: match status {
-                    TableStatus::Complete => SnapshotTableStatus::Complete,
-                    TableStatus::InProgress => SnapshotTableStatus::InProgress,
-                    TableStatus::Pending => SnapshotTableStatus::Pending,
-                },
-                rows_done: run.rows_done,
-                rows_estimated: run.rows_estimated,
-            });
+            writes.push(run.progress(&id, status));
         }
         Ok(writes)
     }

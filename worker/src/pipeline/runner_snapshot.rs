@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use capstan_connectors::mysql::snapshot::{KeyKind, SnapshotReader};
+use capstan_connectors::mysql::snapshot::{KeyKind, SnapshotReader, SnapshotTable};
 use capstan_connectors::mysql::{check_resume, SourceClient, SourceError};
 use capstan_core::change::TableId;
 use capstan_core::snapshot::TableStatus;
@@ -50,8 +50,13 @@ impl PipelineRunner {
                     .map(|r| (r.checkpoint().cloned(), r.snapshot_progress().clone()))
             })
             .unwrap_or_default();
+        // tables described while beginning, so they are not described twice
+        let mut described = HashMap::new();
         let progress: BTreeMap<String, TableProgress> = match checkpoint {
-            None => self.snapshot_begin(&mut reader, snap, None).await?,
+            None => {
+                self.snapshot_begin(&mut reader, snap, None, &mut described)
+                    .await?
+            }
             Some(_) if stored.is_empty() => {
                 // streamed before without a snapshot: the table set is already decided
                 return Err(halt("snapshot_config_drifted"));
@@ -80,7 +85,8 @@ impl PipelineRunner {
                     }
                     info!(pipeline = %self.name, epoch = self.epoch, "re-snapshot: the checkpoint is no longer on the server");
                     let order = snap.tables.clone().unwrap_or(stored_ids);
-                    self.snapshot_begin(&mut reader, snap, Some(order)).await?
+                    self.snapshot_begin(&mut reader, snap, Some(order), &mut described)
+                        .await?
                 } else if !incomplete {
                     return Ok(None);
                 } else {
@@ -107,9 +113,12 @@ impl PipelineRunner {
                 }
             };
             status.insert(id.clone(), st);
-            let described = reader.describe(id).await.map_err(|e| halt(e.code()))?;
+            let table = match described.remove(id) {
+                Some(table) => table,
+                None => reader.describe(id).await.map_err(|e| halt(e.code()))?,
+            };
             if st != TableStatus::Complete {
-                for column in &described.key.columns {
+                for column in &table.key.columns {
                     if matches!(column.kind, KeyKind::Text { .. }) {
                         reader
                             .check_collation_order(column)
@@ -131,14 +140,14 @@ impl PipelineRunner {
                 .transpose()
                 .map_err(halt)?;
             for raw in [&raw_cursor, &raw_delivered].into_iter().flatten() {
-                if !described.key.accepts(raw) {
+                if !table.key.accepts(raw) {
                     return Err(halt("snapshot_schema_drifted"));
                 }
             }
             tables.insert(
                 id.clone(),
                 TableRun::new(
-                    described,
+                    table,
                     raw_cursor,
                     raw_delivered,
                     p.rows_done,
@@ -163,6 +172,7 @@ impl PipelineRunner {
         reader: &mut SnapshotReader,
         snap: &CheckedSnapshot,
         order: Option<Vec<TableId>>,
+        described: &mut HashMap<TableId, SnapshotTable>,
     ) -> Step<BTreeMap<String, TableProgress>> {
         let order = match order.or_else(|| snap.tables.clone()) {
             Some(t) => t,
@@ -174,8 +184,9 @@ impl PipelineRunner {
         let mut tables = Vec::with_capacity(order.len());
         for id in &order {
             // refusals (no usable key, an unsupported key type) come before anything is written
-            let described = reader.describe(id).await.map_err(|e| halt(e.code()))?;
-            tables.push((id.to_string(), described.estimated_rows));
+            let table = reader.describe(id).await.map_err(|e| halt(e.code()))?;
+            tables.push((id.to_string(), table.estimated_rows));
+            described.insert(id.clone(), table);
         }
         // P0: read strictly before the first chunk; the stream starts here
         let p0 = reader

@@ -14,12 +14,12 @@ use capstan_core::position::Position;
 use capstan_core::snapshot::{
     ReadyChunk, RowKeys, SessionError, SnapshotKey, SnapshotSession, TableStatus,
 };
-use capstan_kafka::exactly_once::{SnapshotProgress, TableProgress as KafkaTableProgress};
+use capstan_kafka::exactly_once::SnapshotProgress;
 use capstan_raft_store::SnapshotTableStatus;
 
 pub use super::prepared_snapshot::PreparedSnapshot;
 use super::table_run::{
-    encode, encode_cached, fetch_weights, key_bytes, Halt, ProgressWrite, TableRun,
+    encode, encode_cached, fetch_weights, kafka_table, key_bytes, Halt, ProgressWrite, TableRun,
 };
 
 /// While the stream has a backlog, at most one chunk per this interval: live changes first.
@@ -393,18 +393,12 @@ impl SnapshotDriver {
         }
         run.rows_done += ready.payload.rows.len() as u64;
         self.kafka_chunks += 1;
-        Some(ProgressWrite {
-            table: ready.table.to_string(),
-            pk_cursor: run.raw_cursor.as_deref().and_then(key_bytes),
-            delivered_pk: run.raw_delivered.as_deref().and_then(key_bytes),
-            status: if ready.last {
-                SnapshotTableStatus::Complete
-            } else {
-                SnapshotTableStatus::InProgress
-            },
-            rows_done: run.rows_done,
-            rows_estimated: run.rows_estimated,
-        })
+        let status = if ready.last {
+            TableStatus::Complete
+        } else {
+            TableStatus::InProgress
+        };
+        Some(run.progress(&ready.table, status))
     }
 
     /// The p50 and p99 table-lock hold of the chunks read so far (MySQL's lock path).
@@ -442,10 +436,7 @@ impl SnapshotDriver {
             };
             tables.insert(
                 id.to_string(),
-                KafkaTableProgress {
-                    cursor: cursor.and_then(|c| serde_json::to_value(c).ok()),
-                    complete,
-                },
+                kafka_table(cursor.map(Vec::as_slice), complete),
             );
         }
         SnapshotProgress {

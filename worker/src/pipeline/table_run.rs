@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 
 use capstan_connectors::mysql::snapshot::{KeyKind, KeyPart, SnapshotReader, SnapshotTable};
-use capstan_core::snapshot::{KeyComponent, SnapshotKey};
+use capstan_core::change::TableId;
+use capstan_core::snapshot::{KeyComponent, SnapshotKey, TableStatus};
+use capstan_kafka::exactly_once::TableProgress as KafkaTableProgress;
 use capstan_raft_store::{KeyBytes, SnapshotTableStatus};
 
 /// One table of the snapshot as this runner drives it.
@@ -42,6 +44,35 @@ impl TableRun {
             rows_estimated,
             weights: HashMap::new(),
         }
+    }
+
+    /// The Raft write recording this table at its current cursors, in `status`.
+    pub fn progress(&self, table: &TableId, status: TableStatus) -> ProgressWrite {
+        ProgressWrite {
+            table: table.to_string(),
+            pk_cursor: self.raw_cursor.as_deref().and_then(key_bytes),
+            delivered_pk: self.raw_delivered.as_deref().and_then(key_bytes),
+            status: raft_status(status),
+            rows_done: self.rows_done,
+            rows_estimated: self.rows_estimated,
+        }
+    }
+}
+
+/// One table's entry in the exactly-once offsets record.
+pub fn kafka_table(cursor: Option<&[KeyPart]>, complete: bool) -> KafkaTableProgress {
+    KafkaTableProgress {
+        cursor: cursor.and_then(|c| serde_json::to_value(c).ok()),
+        complete,
+    }
+}
+
+/// The replicated name of a gate status.
+pub fn raft_status(status: TableStatus) -> SnapshotTableStatus {
+    match status {
+        TableStatus::Pending => SnapshotTableStatus::Pending,
+        TableStatus::InProgress => SnapshotTableStatus::InProgress,
+        TableStatus::Complete => SnapshotTableStatus::Complete,
     }
 }
 
