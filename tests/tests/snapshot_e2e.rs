@@ -13,18 +13,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capstan_tests::{mariadb, mysql, unique_name, DbEnv};
+use capstan_tests::unique_name;
 use mysql_async::prelude::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 use snapshot_common::*;
-
-fn flavor_db(flavor: &str) -> Option<DbEnv> {
-    match flavor {
-        "mysql" => mysql(),
-        _ => mariadb(),
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // 1. eight concurrent writers during the snapshot of a 200k-row table
@@ -44,12 +37,8 @@ async fn mariadb_snapshot_under_eight_writers_equals_the_table() {
 async fn concurrent_writers(flavor: &'static str) {
     let Some(db) = flavor_db(flavor) else { return };
     let started = Instant::now();
-    let schema = unique_name("snapw");
     let mut admin = db.admin_conn().await;
-    admin
-        .query_drop(format!("CREATE DATABASE {}", q(&schema)))
-        .await
-        .unwrap();
+    let schema = create_schema(&mut admin, "snapw").await;
     seed_big(&mut admin, &schema, "big", BIG_ROWS).await;
     eprintln!(
         "{flavor}: seeded {BIG_ROWS} rows in {:?}",
@@ -575,12 +564,8 @@ async fn mariadb_refusals_and_drift_halt() {
 
 async fn refusals_and_drift(flavor: &'static str) {
     let Some(db) = flavor_db(flavor) else { return };
-    let schema = unique_name("snapr");
     let mut admin = db.admin_conn().await;
-    admin
-        .query_drop(format!("CREATE DATABASE {}", q(&schema)))
-        .await
-        .unwrap();
+    let schema = create_schema(&mut admin, "snapr").await;
     let t = |name: &str| qt(&schema, name);
     admin
         .query_drop(format!(
@@ -732,12 +717,8 @@ async fn mariadb_scenario_a1_snapshot_then_exact_changes() {
 /// change events, then nothing more.
 async fn scenario_a1(flavor: &'static str) {
     let Some(db) = flavor_db(flavor) else { return };
-    let schema = unique_name("a1");
     let mut admin = db.admin_conn().await;
-    admin
-        .query_drop(format!("CREATE DATABASE {}", q(&schema)))
-        .await
-        .unwrap();
+    let schema = create_schema(&mut admin, "a1").await;
     if load_customers(&mut admin, &schema, "customers")
         .await
         .is_none()
@@ -897,12 +878,8 @@ async fn mariadb_scenario_a9_transaction_racing_a_chunk() {
 /// post-transaction state, carried by the chunks alone (the three changes are suppressed).
 async fn scenario_a9(flavor: &'static str) {
     let Some(db) = flavor_db(flavor) else { return };
-    let schema = unique_name("a9");
     let mut admin = db.admin_conn().await;
-    admin
-        .query_drop(format!("CREATE DATABASE {}", q(&schema)))
-        .await
-        .unwrap();
+    let schema = create_schema(&mut admin, "a9").await;
     if load_customers(&mut admin, &schema, "customers")
         .await
         .is_none()

@@ -12,17 +12,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capstan_tests::{mariadb, mysql, unique_name, DbEnv};
 use mysql_async::prelude::*;
 use serde_json::json;
 use snapshot_common::*;
-
-fn flavor_db(flavor: &str) -> Option<DbEnv> {
-    match flavor {
-        "mysql" => mysql(),
-        _ => mariadb(),
-    }
-}
 
 /// Kills the owner of `pipeline` with SIGKILL, waits for another worker to own it at a
 /// higher epoch in state `want`, restarts the victim. Returns (victim, old epoch, new owner,
@@ -107,12 +99,8 @@ async fn mariadb_snapshot_resumes_from_the_cursor_after_two_owner_kills() {
 async fn kill_twice(flavor: &'static str) {
     let Some(db) = flavor_db(flavor) else { return };
     let started = Instant::now();
-    let schema = unique_name("snapk");
     let mut admin = db.admin_conn().await;
-    admin
-        .query_drop(format!("CREATE DATABASE {}", q(&schema)))
-        .await
-        .unwrap();
+    let schema = create_schema(&mut admin, "snapk").await;
     seed_big(&mut admin, &schema, "t", ROWS).await;
     let Some(world) = World::start(db.clone(), flavor).await else {
         return;
@@ -257,12 +245,8 @@ async fn mariadb_scenario_a4_kill_after_first_rows_exactly_once() {
 /// reader), plus each owner's fenced resume from the committed offsets record.
 async fn scenario_a4(flavor: &'static str, delivery: &'static str) {
     let Some(db) = flavor_db(flavor) else { return };
-    let schema = unique_name("a4");
     let mut admin = db.admin_conn().await;
-    admin
-        .query_drop(format!("CREATE DATABASE {}", q(&schema)))
-        .await
-        .unwrap();
+    let schema = create_schema(&mut admin, "a4").await;
     if load_customers(&mut admin, &schema, "customers")
         .await
         .is_none()

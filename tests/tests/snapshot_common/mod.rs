@@ -12,13 +12,31 @@ use std::time::{Duration, Instant};
 use capstan_kafka::dev_cluster::DevCluster;
 use capstan_kafka::topic_reader::{ConsumedRecord, Isolation, TopicReader};
 use capstan_tests::cluster::Cluster;
-use capstan_tests::DbEnv;
+use capstan_tests::{mariadb, mysql, unique_name, DbEnv};
 use mysql_async::consts::ColumnType;
 use mysql_async::prelude::*;
 use reqwest::Method;
 use serde_json::{json, Map, Value};
 
 pub const SETTLE: Duration = Duration::from_secs(30);
+
+/// The dev server of `flavor` (`"mysql"` or `"mariadb"`), if configured.
+pub fn flavor_db(flavor: &str) -> Option<DbEnv> {
+    match flavor {
+        "mysql" => mysql(),
+        _ => mariadb(),
+    }
+}
+
+/// Creates a database with a unique name starting with `prefix`; returns its name.
+pub async fn create_schema(admin: &mut mysql_async::Conn, prefix: &str) -> String {
+    let schema = unique_name(prefix);
+    admin
+        .query_drop(format!("CREATE DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+    schema
+}
 
 /// `name` quoted as a MySQL identifier (backquotes doubled).
 pub fn q(name: &str) -> String {
