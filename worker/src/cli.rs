@@ -90,8 +90,10 @@ pub async fn run(cli: Cli) -> Result<(), String> {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAPSTAN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+    // colours only on a terminal: a log file or a collector gets plain `key=value` fields
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
 }
