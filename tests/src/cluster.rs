@@ -53,6 +53,13 @@ impl Worker {
         self.child.as_ref().map(Child::id)
     }
 
+    /// How the process ended, once it has (`None` while it runs or before it started).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
     /// True while the process runs.
     pub fn is_running(&mut self) -> bool {
         match &mut self.child {
@@ -70,6 +77,7 @@ pub struct Cluster {
     /// The workers by id.
     pub workers: BTreeMap<u64, Worker>,
     http: reqwest::blocking::Client,
+    env: Vec<(String, String)>,
 }
 
 impl Cluster {
@@ -80,6 +88,16 @@ impl Cluster {
 
     /// Like [`Cluster::start`], appending `extra(id)` to worker `id`'s config (e.g. `[tls]`).
     pub fn start_with(n: u64, extra: impl Fn(u64) -> String) -> Option<Cluster> {
+        Self::start_with_env(n, extra, Vec::new())
+    }
+
+    /// Like [`Cluster::start_with`], with `env` set for every worker process it ever spawns
+    /// (e.g. `CAPSTAN_FAULT`).
+    pub fn start_with_env(
+        n: u64,
+        extra: impl Fn(u64) -> String,
+        env: Vec<(String, String)>,
+    ) -> Option<Cluster> {
         let binary = capstan_binary()?;
         let dir = tempfile::tempdir().expect("tempdir");
         let mut workers = BTreeMap::new();
@@ -107,6 +125,7 @@ impl Cluster {
             dir,
             workers,
             http,
+            env,
         };
         let ids: Vec<u64> = cluster.workers.keys().copied().collect();
         for id in ids {
@@ -148,6 +167,7 @@ impl Cluster {
             .arg("--config")
             .arg(&w.config)
             .env("CAPSTAN_LOG", "info,openraft=warn")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)

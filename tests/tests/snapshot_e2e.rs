@@ -570,11 +570,14 @@ async fn refusals_and_drift(flavor: &'static str) {
     admin
         .query_drop(format!(
             "CREATE TABLE {} (id INT, v INT); INSERT INTO {} VALUES (1, 1); \
-             CREATE TABLE {} (id INT NULL, v INT, UNIQUE KEY (id)); INSERT INTO {} VALUES (1, 1)",
+             CREATE TABLE {} (id INT NULL, v INT, UNIQUE KEY (id)); INSERT INTO {} VALUES (1, 1); \
+             CREATE TABLE {} (id DECIMAL(10, 2) PRIMARY KEY, v INT); INSERT INTO {} VALUES (1.5, 1)",
             t("nokey"),
             t("nokey"),
             t("nullable_uk"),
-            t("nullable_uk")
+            t("nullable_uk"),
+            t("decimal_pk"),
+            t("decimal_pk")
         ))
         .await
         .unwrap();
@@ -593,7 +596,14 @@ async fn refusals_and_drift(flavor: &'static str) {
         return;
     };
     // no usable key: refused before anything is written
-    for (i, table) in ["nokey", "nullable_uk"].into_iter().enumerate() {
+    for (i, (table, reason)) in [
+        ("nokey", "snapshot_table_no_primary_key"),
+        ("nullable_uk", "snapshot_table_no_primary_key"),
+        ("decimal_pk", "snapshot_pk_unsupported_type"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let name = format!("refuse{i}");
         let def = world.definition(
             &name,
@@ -606,10 +616,7 @@ async fn refusals_and_drift(flavor: &'static str) {
         let st = world
             .wait_status(&name, SETTLE, "failed", |s| s["state"] == "failed")
             .await;
-        assert_eq!(
-            st["reason"], "snapshot_table_no_primary_key",
-            "{table}: {st}"
-        );
+        assert_eq!(st["reason"], reason, "{table}: {st}");
         assert_eq!(
             st["snapshot"],
             json!([]),

@@ -344,3 +344,186 @@ async fn scenario_a4(flavor: &'static str, delivery: &'static str) {
         .await
         .unwrap();
 }
+
+// ---------------------------------------------------------------------------------------
+// A crash in the narrowest window: a chunk acknowledged by Kafka, its pk_cursor not yet in
+// Raft (its delivered_pk is). Forced with the worker's debug-build fault point.
+
+const WINDOW_ROWS: u64 = 1_200;
+const WINDOW_CHUNK: u64 = 100;
+/// The owner crashes right after its third chunk is acknowledged.
+const WINDOW_AT: usize = 3;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_crash_between_chunk_publish_and_cursor_at_least_once() {
+    crash_in_window("mysql", "at_least_once").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_crash_between_chunk_publish_and_cursor_at_least_once() {
+    crash_in_window("mariadb", "at_least_once").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_crash_between_chunk_publish_and_cursor_exactly_once() {
+    crash_in_window("mysql", "exactly_once").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_crash_between_chunk_publish_and_cursor_exactly_once() {
+    crash_in_window("mariadb", "exactly_once").await;
+}
+
+/// At-least-once: the chunk whose cursor was lost is re-published by the next owner, whole
+/// and only it (every other row read once). Exactly-once: the chunk and its offsets record
+/// committed together in Kafka, so the next owner adopts Kafka's cursor and nothing is read
+/// twice. Either way the topic replayed by key equals the table.
+async fn crash_in_window(flavor: &'static str, delivery: &'static str) {
+    use std::os::unix::process::ExitStatusExt;
+
+    let Some(db) = flavor_db(flavor) else { return };
+    let mut admin = db.admin_conn().await;
+    let schema = create_schema(&mut admin, "snapw").await;
+    seed_big(&mut admin, &schema, "t", WINDOW_ROWS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("crashed");
+    let fault = format!("snapshot_chunk_published@{WINDOW_AT}:{}", marker.display());
+    let env = vec![("CAPSTAN_FAULT".to_string(), fault)];
+    let Some(world) = World::start_with_env(db.clone(), flavor, env).await else {
+        return;
+    };
+    let tp = topic("sw", &schema, "t");
+    world.one_partition(std::slice::from_ref(&tp));
+    let tail = Tail::start(world.kafka.bootstrap_servers(), &tp);
+    let name = format!("{schema}.t");
+    let def = world.definition(
+        "window",
+        std::slice::from_ref(&name),
+        json!({"mode": "initial", "chunk_size": WINDOW_CHUNK, "max_rows_per_second": 400}),
+        delivery,
+        "sw",
+    );
+    world.create_and_resume(def).await;
+
+    // the owner really crashed at the fault point: the marker exists and exactly one worker
+    // died of SIGABRT
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !marker.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the fault point was never reached"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let victim = world
+        .blocking(|c| {
+            let deadline = Instant::now() + SETTLE;
+            loop {
+                let dead: Vec<u64> = c
+                    .workers
+                    .values_mut()
+                    .filter_map(|w| {
+                        (w.exit_status().and_then(|s| s.signal()) == Some(6)).then_some(w.id)
+                    })
+                    .collect();
+                if dead.len() == 1 {
+                    break dead[0];
+                }
+                assert!(Instant::now() < deadline, "aborted workers: {dead:?}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+        .await;
+    let st = world
+        .wait_status("window", Duration::from_secs(120), "moved", |s| {
+            s["owner"].as_u64().is_some_and(|o| o != victim) && s["state"] != "failed"
+        })
+        .await;
+    world.blocking(move |c| c.spawn(victim)).await;
+    world
+        .wait_status("window", Duration::from_secs(180), "complete", |s| {
+            table_status(s, &name)["status"] == "complete" && s["state"] == "streaming"
+        })
+        .await;
+    let sentinel = json!({"id": 9_000_000_000i64});
+    admin
+        .query_drop(format!(
+            "INSERT INTO {} VALUES (9000000000, 0, 'sentinel')",
+            qt(&schema, "t")
+        ))
+        .await
+        .unwrap();
+    let recs = tail
+        .until(Duration::from_secs(120), |rs| {
+            rs.last().and_then(|r| r.key.as_ref()) == Some(&sentinel)
+        })
+        .await;
+    let r = replay(&recs, &["id"]);
+    let source = source_rows(&mut admin, &schema, "t", &["id"]).await;
+    assert_same(&r.state, &source, flavor);
+    assert_eq!(r.reads.len() as u64, WINDOW_ROWS, "every row read");
+    assert_eq!(r.markers.len(), 1);
+
+    // the crashed epoch published exactly WINDOW_AT chunks: it died right after the last
+    let first_epoch = r.read_recs[0].epoch;
+    let before: Vec<&Rec> = r
+        .read_recs
+        .iter()
+        .filter(|x| x.epoch == first_epoch)
+        .collect();
+    assert_eq!(
+        before.len() as u64,
+        WINDOW_AT as u64 * WINDOW_CHUNK,
+        "the first owner's reads: {:?}",
+        chunks(&r.read_recs)
+    );
+    let last_chunk: BTreeSet<String> = before[before.len() - WINDOW_CHUNK as usize..]
+        .iter()
+        .map(|x| key_of(&x.value.as_ref().unwrap()["after"], &["id"]))
+        .collect();
+    let twice: BTreeSet<String> = r
+        .reads
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(k, _)| k.clone())
+        .collect();
+    assert!(r.reads.values().all(|n| *n <= 2), "no row read three times");
+    if delivery == "at_least_once" {
+        // the lost cursor costs exactly the one chunk, re-read by the next owner
+        assert_eq!(twice, last_chunk, "re-read: exactly the in-flight chunk");
+    } else {
+        assert!(
+            twice.is_empty(),
+            "exactly-once re-read {} rows",
+            twice.len()
+        );
+        let decided: Vec<String> = world
+            .blocking(|c| {
+                [1, 2, 3]
+                    .iter()
+                    .flat_map(|&id| {
+                        c.log(id)
+                            .lines()
+                            .filter(|l| l.contains("resume point decided"))
+                            .map(str::to_string)
+                            .collect::<Vec<_>>()
+                    })
+                    .collect()
+            })
+            .await;
+        assert!(
+            decided.iter().any(|l| l.contains("source=Kafka")),
+            "the next owner resumed from Kafka's offsets record: {decided:#?}"
+        );
+    }
+    eprintln!(
+        "{flavor} {delivery}: worker {victim} aborted after chunk {WINDOW_AT}; next owner {}; \
+         {} rows re-read",
+        st["owner"],
+        twice.len()
+    );
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+}

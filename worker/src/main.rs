@@ -5,6 +5,7 @@ mod cli_client;
 mod cli_cluster;
 mod cli_pipeline;
 mod control_plane_replies;
+mod fault_point;
 mod lease_tracker;
 mod metrics;
 mod node;

@@ -121,10 +121,20 @@ pub struct World {
 impl World {
     /// Starts the cluster and waits for a leader; `None` when the binary is missing (skip).
     pub async fn start(db: DbEnv, flavor: &'static str) -> Option<World> {
+        Self::start_with_env(db, flavor, Vec::new()).await
+    }
+
+    /// Like [`World::start`], with `env` set for every worker process.
+    pub async fn start_with_env(
+        db: DbEnv,
+        flavor: &'static str,
+        env: Vec<(String, String)>,
+    ) -> Option<World> {
         let kafka = DevCluster::start(1).unwrap();
-        let cluster = tokio::task::spawn_blocking(|| Cluster::start(3))
-            .await
-            .unwrap()?;
+        let cluster =
+            tokio::task::spawn_blocking(move || Cluster::start_with_env(3, |_| String::new(), env))
+                .await
+                .unwrap()?;
         let cluster = Arc::new(Mutex::new(cluster));
         let reader = TopicReader::new(
             kafka.bootstrap_servers(),

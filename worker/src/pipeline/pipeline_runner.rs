@@ -45,6 +45,7 @@ use super::runner_exit::RunnerExit;
 use super::runner_sink::RunnerSink;
 use super::snapshot_driver::{ChunkRows, PreparedSnapshot, SnapshotDriver};
 use super::table_run::ProgressWrite;
+use crate::fault_point::FaultPoint;
 use crate::metrics::Metrics;
 use crate::node::Node;
 
@@ -366,6 +367,7 @@ impl PipelineRunner {
         self.metrics
             .record_published(&self.name, rows, transactions, bytes);
         if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref_mut()) {
+            FaultPoint::SnapshotChunkPublished.hit();
             self.metrics
                 .record_snapshot_rows(&self.name, chunk.payload.rows.len() as u64);
             if let Some(write) = driver.published(chunk) {
