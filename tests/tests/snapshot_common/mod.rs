@@ -216,6 +216,17 @@ impl World {
         .await;
     }
 
+    /// PUTs `/pipelines/{name}/{verb}` (`pause`, `resume`, `stop`).
+    pub async fn control(&self, name: &str, verb: &str) {
+        let path = format!("/pipelines/{name}/{verb}");
+        self.blocking(move |c| {
+            let via = running(c);
+            let (s, b) = c.send(via, Method::PUT, &path, None).unwrap();
+            assert_eq!(s, 202, "{path}: {b}");
+        })
+        .await;
+    }
+
     /// The pipeline's status via a running worker.
     pub async fn status(&self, name: &str) -> Option<Value> {
         let name = name.to_string();
