@@ -39,6 +39,7 @@ use capstan_core::position::{Flavor, Position};
 use super::assembler::{AssemblerConfig, AssemblerOutput, TransactionAssembler, XaMode};
 use super::connect::SourceClient;
 use super::dump::{check_resume, StartPosition};
+use super::event::Event;
 use super::event_reader::EventReader;
 use super::source_config::ValidSourceConfig;
 use super::source_error::SourceError;
@@ -57,8 +58,10 @@ pub struct SourceStats {
     pub reconnects: u64,
     /// Outputs skipped because the position already covered them.
     pub skipped_already_processed: u64,
-    /// Events decoded.
+    /// Events decoded (heartbeats included).
     pub events: u64,
+    /// Server heartbeats received (the server sends one per `heartbeat_period` of idleness).
+    pub heartbeats: u64,
 }
 
 /// The live binlog source. See the module documentation.
@@ -272,6 +275,9 @@ impl BinlogSource {
         let event = live.next().await?;
         self.failures = 0;
         self.stats.events += 1;
+        if matches!(event, Event::Heartbeat) {
+            self.stats.heartbeats += 1;
+        }
         self.assembler.push(event, &mut self.out)?;
         self.pending.extend(self.out.drain(..));
         Ok(())

@@ -103,7 +103,9 @@ pub(crate) fn classify_dump_error(err: &ServerErr) -> SourceError {
         1236 if m.contains("purged") || m.contains("could not find gtid state") => {
             SourceError::DataGap
         }
+        // MySQL ends the older dump with 1236 and this text; MariaDB with ER_SLAVE_SAME_ID
         1236 if m.contains("same server") => SourceError::ServerIdConflict,
+        4052 => SourceError::ServerIdConflict,
         1236 if m.contains("more gtids") || m.contains("not in the master's binlog") => {
             SourceError::SourceIdentityMismatch
         }
@@ -289,6 +291,13 @@ mod tests {
             e(
                 1236,
                 "A replica with the same server_uuid/server_id as this replica has connected"
+            ),
+            "server_id_conflict"
+        );
+        assert_eq!(
+            e(
+                4052,
+                "A slave with the same server_uuid/server_id as this slave has connected to the master"
             ),
             "server_id_conflict"
         );

@@ -73,7 +73,9 @@ pub enum SourceError {
     /// id, host and port) than the first connect: a different server behind the same address.
     #[error("source identity changed: a reconnect reached a different server")]
     SourceIdentityChanged,
-    /// Another replica with the same server id (or uuid) took over the dump.
+    /// Another replica with the same server id (or uuid) took over the dump: the server ended
+    /// this one's (MySQL error 1236 naming the same server id, MariaDB `ER_SLAVE_SAME_ID`).
+    /// Halts rather than reconnects: a reconnect would evict the other replica in turn.
     #[error("server id conflict: another replica uses this server_id")]
     ServerIdConflict,
     /// The stream stayed dead through the whole reconnect budget.
