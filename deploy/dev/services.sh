@@ -37,6 +37,8 @@ MARIADB_DATA=$CACHE/mariadb-data
 MARIADB_SOCK=$RUN/mariadb.sock
 MARIADB_PID=$RUN/mariadb.pid
 MARIADB_LOG=$RUN/mariadb.err
+# the dev CA that signs MariaDB's server certificate (MySQL's own is $CHROOT$MYSQL_DATA/ca.pem)
+MARIADB_CA=$MARIADB_DATA/capstan-dev-ca.pem
 
 log() { printf 'services: %s\n' "$*" >&2; }
 die() { printf 'services: error: %s\n' "$*" >&2; exit 1; }
@@ -176,7 +178,13 @@ mariadb_up() {
   need mariadbd mariadb-server
   need mariadb mariadb-client
   mkdir -p "$RUN"
-  if mariadb_running; then log "mariadb already running on 127.0.0.1:$MARIADB_PORT"; mariadb_grants; return; fi
+  if mariadb_running; then
+    log "mariadb already running on 127.0.0.1:$MARIADB_PORT"
+    # a data directory from before the dev CA existed: new certificates, loaded without a restart
+    if mariadb_certs; then mariadb_cli -e 'FLUSH SSL'; fi
+    mariadb_grants
+    return
+  fi
   if [[ ! -d $MARIADB_DATA/mysql ]]; then
     log "initialising the MariaDB data directory"
     rm -rf "$MARIADB_DATA"
@@ -185,13 +193,7 @@ mariadb_up() {
       --auth-root-authentication-method=socket >"$CACHE/mariadb-init.log" 2>&1 \
       || { tail -n 20 "$CACHE/mariadb-init.log" >&2; die "mariadb-install-db failed"; }
   fi
-  if [[ ! -s $MARIADB_DATA/capstan-dev-key.pem ]]; then
-    # a self-signed certificate so MariaDB speaks TLS like MySQL does out of the box
-    need openssl openssl
-    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=capstan-dev-mariadb \
-      -keyout "$MARIADB_DATA/capstan-dev-key.pem" -out "$MARIADB_DATA/capstan-dev-cert.pem" \
-      >/dev/null 2>&1 || die "could not create the MariaDB dev certificate"
-  fi
+  mariadb_certs || true
   log "starting mariadb on 127.0.0.1:$MARIADB_PORT"
   rm -f "$MARIADB_SOCK" "$MARIADB_PID"
   setsid mariadbd --no-defaults --user=root --datadir="$MARIADB_DATA" \
@@ -210,6 +212,38 @@ mariadb_up() {
   # anonymous accounts would shadow capstan@'%' for local connections
   mariadb_cli -Nse "SELECT CONCAT('DROP USER \\'\\'@\\'', host, '\\';') FROM mysql.user WHERE user = ''" | mariadb_cli
   mariadb_grants
+}
+
+# A dev CA and a server certificate it signs, so MariaDB speaks TLS like MySQL does out of the
+# box and a client can verify the chain (tls.mode verify_ca with $MARIADB_CA). The server
+# certificate names capstan-dev-mariadb, not the address: verify_ca checks the chain only.
+# Returns 0 when it (re)created them, 1 when they were already there.
+mariadb_certs() {
+  local d=$MARIADB_DATA
+  if [[ -s $d/capstan-dev-ca.pem && -s $d/capstan-dev-cert.pem && -s $d/capstan-dev-key.pem ]]; then
+    return 1
+  fi
+  need openssl openssl
+  local tmp
+  tmp=$(mktemp -d)
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=capstan-dev-mariadb-ca \
+    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+    -keyout "$tmp/ca-key.pem" -out "$tmp/ca.pem" >/dev/null 2>&1 \
+    && openssl req -newkey rsa:2048 -nodes -subj /CN=capstan-dev-mariadb \
+      -keyout "$tmp/key.pem" -out "$tmp/req.pem" >/dev/null 2>&1 \
+    && printf '%s\n' basicConstraints=critical,CA:FALSE \
+      keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=serverAuth \
+      subjectAltName=DNS:capstan-dev-mariadb >"$tmp/ext.cnf" \
+    && openssl x509 -req -in "$tmp/req.pem" -CA "$tmp/ca.pem" -CAkey "$tmp/ca-key.pem" \
+      -set_serial "0x$(openssl rand -hex 8)" -days 3650 -extfile "$tmp/ext.cnf" \
+      -out "$tmp/cert.pem" >/dev/null 2>&1 \
+    || { rm -rf "$tmp"; die "could not create the MariaDB dev CA and certificate"; }
+  mv "$tmp/ca-key.pem" "$d/capstan-dev-ca-key.pem"
+  mv "$tmp/key.pem" "$d/capstan-dev-key.pem"
+  mv "$tmp/cert.pem" "$d/capstan-dev-cert.pem"
+  mv "$tmp/ca.pem" "$MARIADB_CA"
+  rm -rf "$tmp"
+  log "created the MariaDB dev CA ($MARIADB_CA) and server certificate"
 }
 
 # As mysql_grants (MariaDB's REPLICATION CLIENT is BINLOG MONITOR).
@@ -267,6 +301,8 @@ export CAPSTAN_MARIADB_USER=$CAPSTAN_USER
 export CAPSTAN_MARIADB_PASSWORD=$CAPSTAN_PASSWORD
 export CAPSTAN_MARIADB_ADMIN_USER=$ADMIN_USER
 export CAPSTAN_MARIADB_ADMIN_PASSWORD=$ADMIN_PASSWORD
+export CAPSTAN_MYSQL_CA_FILE=$CHROOT$MYSQL_DATA/ca.pem
+export CAPSTAN_MARIADB_CA_FILE=$MARIADB_CA
 ENV
 }
 
