@@ -4,9 +4,11 @@
 mod pipeline_runner;
 mod pipeline_spec;
 mod prepared_snapshot;
+mod runner_deliver;
 mod runner_exit;
 mod runner_sink;
 mod runner_snapshot;
+mod runner_start;
 mod runner_supervisor;
 mod snapshot_driver;
 mod table_run;

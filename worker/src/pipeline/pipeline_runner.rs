@@ -20,32 +20,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use capstan_connectors::mysql::{
-    detect_flavor, AssemblerConfig, AssemblerOutput, BinlogSource, SourceClient, StartPosition,
-    TableFilter,
-};
-use capstan_core::change::{SchemaChange, TableId};
+use capstan_connectors::mysql::{AssemblerConfig, AssemblerOutput, BinlogSource};
 use capstan_core::position::Position;
-use capstan_core::snapshot::ReadyChunk;
-use capstan_kafka::config::DeliveryMode;
-use capstan_kafka::exactly_once::{
-    Checkpoint, CheckpointSource, ExactlyOncePublisher, KafkaTransactionalLog, OwnerIdentity,
-};
-use capstan_kafka::publisher::KafkaPublisher;
-use capstan_kafka::record::{
-    BinlogCoordinates, KafkaRecord, RecordBuilder, RecordContext, SnapshotChunk,
-};
-use capstan_kafka::Consequence;
+use capstan_kafka::record::RecordBuilder;
 use capstan_raft_store::{Command, Epoch, Response, RunnerState};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
-use super::pipeline_spec::{CheckedPipelineSpec, StartAt};
+use super::pipeline_spec::CheckedPipelineSpec;
+use super::runner_deliver::Batch;
 use super::runner_exit::RunnerExit;
-use super::runner_sink::RunnerSink;
-use super::snapshot_driver::{ChunkRows, PreparedSnapshot, SnapshotDriver};
-use super::table_run::ProgressWrite;
-use crate::fault_point::FaultPoint;
+use super::snapshot_driver::SnapshotDriver;
 use crate::metrics::Metrics;
 use crate::node::Node;
 
@@ -54,7 +39,7 @@ pub const CHECKPOINT_EVERY_TX: u64 = 1_000;
 /// …or after this long, whichever comes first.
 pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// Bound on each blocking exactly-once call (init, commit, abort, offsets read).
-const EXACTLY_ONCE_OP_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const EXACTLY_ONCE_OP_TIMEOUT: Duration = Duration::from_secs(30);
 /// At most this many source transactions are published as one batch…
 pub const MAX_BATCH_TX: usize = 500;
 /// …and no more once the batch holds this many row changes (a single larger transaction
@@ -65,7 +50,7 @@ pub const MAX_BATCH_ROWS: usize = 20_000;
 #[derive(Debug)]
 pub struct PipelineRunner {
     pub(super) node: Arc<Node>,
-    metrics: Arc<Metrics>,
+    pub(super) metrics: Arc<Metrics>,
     pub(super) name: String,
     pub(super) epoch: Epoch,
     pub(super) spec: CheckedPipelineSpec,
@@ -271,294 +256,7 @@ impl PipelineRunner {
         }
     }
 
-    /// Publishes the records of a batch (in order; gated by the snapshot while one runs, with
-    /// a chunk at the point its position is processed) and waits for Kafka's acknowledgement
-    /// of every one of them. Around a chunk: its `delivered_pk` is committed to Raft before
-    /// the publish, its `pk_cursor` after.
-    async fn deliver(
-        &self,
-        records: &RecordBuilder,
-        sink: &mut RunnerSink,
-        batch_in: Batch,
-        position: &Position,
-        mut snapshot: Option<&mut SnapshotDriver>,
-    ) -> Step<()> {
-        let ctx = RecordContext {
-            pipeline: &self.name,
-            epoch: self.epoch,
-            now_ms: now_ms(),
-        };
-        let coordinates = BinlogCoordinates {
-            server_id: 0,
-            file: "",
-            pos: 0,
-        };
-        let mut batch = Vec::new();
-        let (mut rows, mut transactions, mut last_commit_micros) = (0u64, 0u64, None);
-        let Batch { items, mut ready } = batch_in;
-        if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref()) {
-            batch.extend(self.chunk_records(records, chunk, driver, &ctx, &coordinates)?);
-        }
-        if let Some(driver) = snapshot.as_deref_mut() {
-            driver
-                .resolve_weights(items.iter().map(|(o, _)| o))
-                .await
-                .map_err(RunnerExit::failed)?;
-        }
-        for (output, after) in items {
-            let output = match snapshot.as_deref_mut() {
-                Some(driver) => driver.gate(output).map_err(RunnerExit::failed)?,
-                None => output,
-            };
-            match &output {
-                AssemblerOutput::Transaction(tx) => {
-                    rows += tx.changes.len() as u64;
-                    transactions += 1;
-                    last_commit_micros = Some(tx.committed_at_micros);
-                    let records = records
-                        .transaction_records(tx, &coordinates, &ctx)
-                        .map_err(|e| RunnerExit::failed(e.code()))?;
-                    batch.extend(records);
-                }
-                // a DDL of a captured table (or of a captured table's database) goes to the
-                // schema-change topic, in binlog order with the rows around it
-                AssemblerOutput::SchemaChange { change, gtid, .. }
-                    if ddl_is_captured(&self.spec.tables, change) =>
-                {
-                    let records = records
-                        .schema_change_records(change, gtid, &coordinates, &ctx)
-                        .map_err(|e| RunnerExit::failed(e.code()))?;
-                    batch.extend(records);
-                }
-                // filtered transactions and other DDL only advance the position
-                AssemblerOutput::SchemaChange { .. } | AssemblerOutput::PositionAdvanced { .. } => {
-                }
-            }
-            if let Some(driver) = snapshot.as_deref_mut() {
-                if let Some(chunk) = driver.take_ready(&after) {
-                    batch.extend(self.chunk_records(
-                        records,
-                        &chunk,
-                        driver,
-                        &ctx,
-                        &coordinates,
-                    )?);
-                    ready = Some(chunk);
-                }
-            }
-        }
-        let mut kafka_progress = None;
-        if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref()) {
-            if let Some(write) = driver.progress_before(chunk) {
-                self.progress_write(write).await?;
-            }
-            kafka_progress = Some(driver.kafka_progress(Some(chunk)));
-        }
-        self.require_lease()?;
-        let bytes: u64 = batch.iter().map(|r| r.approximate_size() as u64).sum();
-        sink.publish(batch, position, kafka_progress)
-            .await
-            .map_err(|e| match e.consequence() {
-                Consequence::Fenced => RunnerExit::Fenced {
-                    code: e.code().to_string(),
-                },
-                _ => RunnerExit::failed(e.code()),
-            })?;
-        self.metrics
-            .record_published(&self.name, rows, transactions, bytes);
-        if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref_mut()) {
-            FaultPoint::SnapshotChunkPublished.hit();
-            self.metrics
-                .record_snapshot_rows(&self.name, chunk.payload.rows.len() as u64);
-            if let Some(write) = driver.published(chunk) {
-                self.progress_write(write).await?;
-            }
-        }
-        if let Some(driver) = snapshot.as_deref() {
-            self.metrics
-                .set_snapshot_suppressed(&self.name, driver.suppressed);
-        }
-        if let Some(committed) = last_commit_micros {
-            // commit-to-acknowledgement lag of the newest transaction of the batch
-            let lag = now_ms().saturating_sub(committed / 1000) as f64 / 1000.0;
-            self.metrics.set_lag_seconds(&self.name, lag);
-        }
-        Ok(())
-    }
-
-    /// Opens the publisher. In exactly-once mode this fences every earlier producer of the
-    /// pipeline first, then resumes from whichever of the Kafka offsets record and the Raft
-    /// checkpoint is ahead (bringing Raft up to date when it lags).
-    async fn open_sink(
-        &self,
-        start: StartPosition,
-        snapshot: Option<&mut PreparedSnapshot>,
-    ) -> Step<(RunnerSink, StartPosition)> {
-        let sink = &self.spec.sink;
-        if sink.delivery == DeliveryMode::AtLeastOnce {
-            let publisher =
-                KafkaPublisher::new(&sink.producer).map_err(|e| RunnerExit::failed(e.code()))?;
-            return Ok((RunnerSink::AtLeastOnce(publisher), start));
-        }
-        let raft_position = match start {
-            StartPosition::Checkpoint(p) => p,
-            StartPosition::Current => {
-                let mut client =
-                    SourceClient::open(&self.spec.source, self.spec.source.stream_timeout)
-                        .await
-                        .map_err(|e| RunnerExit::failed(e.code()))?;
-                client
-                    .positions()
-                    .await
-                    .map_err(|e| RunnerExit::failed(e.code()))?
-                    .executed()
-            }
-        };
-        let log = KafkaTransactionalLog::new(
-            sink.producer.clone(),
-            sink.transaction_timeout_ms,
-            EXACTLY_ONCE_OP_TIMEOUT,
-        );
-        let transactional_id = sink.transactional_id(&self.name);
-        self.require_lease()?;
-        let (publisher, plan) = ExactlyOncePublisher::open(
-            &log,
-            OwnerIdentity {
-                pipeline: &self.name,
-                epoch: self.epoch,
-                transactional_id: &transactional_id,
-                offsets_topic: &sink.offsets_topic,
-            },
-            Checkpoint {
-                position: raft_position,
-                snapshot: snapshot
-                    .as_deref()
-                    .map(PreparedSnapshot::kafka_progress)
-                    .unwrap_or_default(),
-            },
-        )
-        .await
-        .map_err(|e| RunnerExit::failed(e.code()))?;
-        info!(
-            pipeline = %self.name,
-            epoch = self.epoch,
-            source = ?plan.source,
-            raft_behind = plan.raft_behind,
-            "exactly-once resume point decided"
-        );
-        if plan.raft_behind {
-            self.owner_write(Command::CommitCheckpoint {
-                pipeline: self.name.clone(),
-                epoch: self.epoch,
-                position: plan.checkpoint.position.clone(),
-            })
-            .await?;
-        }
-        let mut progress = plan.checkpoint.snapshot;
-        if let Some(prepared) = snapshot {
-            // a chunk committed in Kafka whose Raft write was lost: Kafka is the authority
-            let from_kafka = matches!(plan.source, CheckpointSource::Kafka);
-            if from_kafka && !progress.tables.is_empty() {
-                for write in prepared
-                    .adopt_kafka(&progress)
-                    .map_err(RunnerExit::failed)?
-                {
-                    self.progress_write(write).await?;
-                }
-            }
-            let chunks = progress.chunks_committed;
-            progress = prepared.kafka_progress();
-            progress.chunks_committed = chunks;
-        }
-        Ok((
-            RunnerSink::ExactlyOnce(Box::new(publisher), progress),
-            StartPosition::Checkpoint(plan.checkpoint.position),
-        ))
-    }
-
-    /// Where the dump starts: the replicated checkpoint, else what the definition asks for.
-    async fn start_position(&self) -> Step<StartPosition> {
-        let checkpoint = self
-            .node
-            .state
-            .read(|s| s.pipeline(&self.name).and_then(|r| r.checkpoint().cloned()));
-        if let Some(position) = checkpoint {
-            return Ok(StartPosition::Checkpoint(position));
-        }
-        Ok(match &self.spec.start {
-            StartAt::Current => StartPosition::Current,
-            StartAt::Position(p) => StartPosition::Checkpoint(p.clone()),
-            StartAt::Checkpoint => {
-                // empty checkpoint: all retained history, in the server's flavour
-                let client = SourceClient::open(&self.spec.source, self.spec.source.stream_timeout)
-                    .await
-                    .map_err(|e| RunnerExit::failed(e.code()))?;
-                let flavor = detect_flavor(client.server_version());
-                StartPosition::Checkpoint(Position::empty(flavor))
-            }
-        })
-    }
-
-    /// The records of a chunk: its rows (`op: r`), then the table's completion marker after
-    /// its last chunk.
-    fn chunk_records(
-        &self,
-        records: &RecordBuilder,
-        chunk: &ReadyChunk<ChunkRows>,
-        driver: &SnapshotDriver,
-        ctx: &RecordContext<'_>,
-        coordinates: &BinlogCoordinates<'_>,
-    ) -> Step<Vec<KafkaRecord>> {
-        let table = driver
-            .table(&chunk.table)
-            .ok_or_else(|| RunnerExit::failed("snapshot_table_not_found"))?;
-        // record keys as the stream gives them: the primary key; none for a table keyed
-        // by a unique key only
-        let key: Vec<usize> = if table.key.from_unique_key {
-            Vec::new()
-        } else {
-            table.key.columns.iter().map(|c| c.position).collect()
-        };
-        let done = driver.rows_done(&chunk.table);
-        let chunk_id = format!("{}/{done}", chunk.table);
-        let spec = SnapshotChunk {
-            table: &chunk.table,
-            key: &key,
-            rows: &chunk.payload.rows,
-            chunk_id: &chunk_id,
-            coordinates: *coordinates,
-            last_of_table: chunk.last,
-            last_of_snapshot: chunk.last && driver.is_complete(),
-        };
-        let mut out = records
-            .snapshot_records(&spec, ctx)
-            .map_err(|e| RunnerExit::failed(e.code()))?;
-        if chunk.last {
-            let rows = done + chunk.payload.rows.len() as u64;
-            out.push(
-                records
-                    .snapshot_complete_record(&chunk.table, rows, ctx)
-                    .map_err(|e| RunnerExit::failed(e.code()))?,
-            );
-        }
-        Ok(out)
-    }
-
-    async fn progress_write(&self, write: ProgressWrite) -> Step<()> {
-        self.owner_write(Command::CommitSnapshotProgress {
-            pipeline: self.name.clone(),
-            epoch: self.epoch,
-            table: write.table,
-            pk_cursor: write.pk_cursor,
-            delivered_pk: write.delivered_pk,
-            status: write.status,
-            rows_done: write.rows_done,
-            rows_estimated: write.rows_estimated,
-        })
-        .await
-    }
-
-    fn require_lease(&self) -> Step<()> {
+    pub(super) fn require_lease(&self) -> Step<()> {
         if self.node.holds_lease() {
             Ok(())
         } else {
@@ -602,28 +300,6 @@ impl PipelineRunner {
     }
 }
 
-/// True when a schema change concerns what the pipeline captures: a captured table, or (for a
-/// database-level statement) a database the capture list names.
-fn ddl_is_captured(filter: &TableFilter, change: &SchemaChange) -> bool {
-    let Some(schema) = change.schema.as_deref() else {
-        return matches!(filter, TableFilter::All);
-    };
-    match change.table.as_deref() {
-        Some(table) => filter.admits(&TableId::new(schema, table)),
-        None => match filter {
-            TableFilter::All | TableFilter::AllExcept(_) => true,
-            TableFilter::Only(tables) => tables.iter().any(|t| t.schema == schema),
-        },
-    }
-}
-
-/// One batch for [`PipelineRunner::deliver`]: stream outputs with the position after each,
-/// and a chunk already due before the first of them.
-struct Batch {
-    items: Vec<(AssemblerOutput, Position)>,
-    ready: Option<ReadyChunk<ChunkRows>>,
-}
-
 /// Row changes an output carries.
 fn change_count(output: &AssemblerOutput) -> usize {
     match output {
@@ -641,7 +317,7 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

@@ -1,0 +1,220 @@
+//! [`PipelineRunner::deliver`]: one batch of stream outputs (gated by the snapshot while one
+//! runs, with a chunk at the point its position is processed) turned into records, published
+//! and acknowledged, with the chunk's Raft progress written around the publish.
+
+use capstan_connectors::mysql::{AssemblerOutput, TableFilter};
+use capstan_core::change::{SchemaChange, TableId};
+use capstan_core::position::Position;
+use capstan_core::snapshot::ReadyChunk;
+use capstan_kafka::record::{
+    BinlogCoordinates, KafkaRecord, RecordBuilder, RecordContext, SnapshotChunk,
+};
+use capstan_kafka::Consequence;
+use capstan_raft_store::Command;
+
+use super::pipeline_runner::{now_ms, PipelineRunner};
+use super::runner_exit::RunnerExit;
+use super::runner_sink::RunnerSink;
+use super::snapshot_driver::{ChunkRows, SnapshotDriver};
+use super::table_run::ProgressWrite;
+use crate::fault_point::FaultPoint;
+
+type Step<T> = Result<T, RunnerExit>;
+
+/// True when a schema change concerns what the pipeline captures: a captured table, or (for a
+/// database-level statement) a database the capture list names.
+fn ddl_is_captured(filter: &TableFilter, change: &SchemaChange) -> bool {
+    let Some(schema) = change.schema.as_deref() else {
+        return matches!(filter, TableFilter::All);
+    };
+    match change.table.as_deref() {
+        Some(table) => filter.admits(&TableId::new(schema, table)),
+        None => match filter {
+            TableFilter::All | TableFilter::AllExcept(_) => true,
+            TableFilter::Only(tables) => tables.iter().any(|t| t.schema == schema),
+        },
+    }
+}
+
+/// One batch for [`PipelineRunner::deliver`]: stream outputs with the position after each,
+/// and a chunk already due before the first of them.
+pub(super) struct Batch {
+    pub(super) items: Vec<(AssemblerOutput, Position)>,
+    pub(super) ready: Option<ReadyChunk<ChunkRows>>,
+}
+
+impl PipelineRunner {
+    /// Publishes the records of a batch (in order; gated by the snapshot while one runs, with
+    /// a chunk at the point its position is processed) and waits for Kafka's acknowledgement
+    /// of every one of them. Around a chunk: its `delivered_pk` is committed to Raft before
+    /// the publish, its `pk_cursor` after.
+    pub(super) async fn deliver(
+        &self,
+        records: &RecordBuilder,
+        sink: &mut RunnerSink,
+        batch_in: Batch,
+        position: &Position,
+        mut snapshot: Option<&mut SnapshotDriver>,
+    ) -> Step<()> {
+        let ctx = RecordContext {
+            pipeline: &self.name,
+            epoch: self.epoch,
+            now_ms: now_ms(),
+        };
+        let coordinates = BinlogCoordinates {
+            server_id: 0,
+            file: "",
+            pos: 0,
+        };
+        let mut batch = Vec::new();
+        let (mut rows, mut transactions, mut last_commit_micros) = (0u64, 0u64, None);
+        let Batch { items, mut ready } = batch_in;
+        if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref()) {
+            batch.extend(self.chunk_records(records, chunk, driver, &ctx, &coordinates)?);
+        }
+        if let Some(driver) = snapshot.as_deref_mut() {
+            driver
+                .resolve_weights(items.iter().map(|(o, _)| o))
+                .await
+                .map_err(RunnerExit::failed)?;
+        }
+        for (output, after) in items {
+            let output = match snapshot.as_deref_mut() {
+                Some(driver) => driver.gate(output).map_err(RunnerExit::failed)?,
+                None => output,
+            };
+            match &output {
+                AssemblerOutput::Transaction(tx) => {
+                    rows += tx.changes.len() as u64;
+                    transactions += 1;
+                    last_commit_micros = Some(tx.committed_at_micros);
+                    let records = records
+                        .transaction_records(tx, &coordinates, &ctx)
+                        .map_err(|e| RunnerExit::failed(e.code()))?;
+                    batch.extend(records);
+                }
+                // a DDL of a captured table (or of a captured table's database) goes to the
+                // schema-change topic, in binlog order with the rows around it
+                AssemblerOutput::SchemaChange { change, gtid, .. }
+                    if ddl_is_captured(&self.spec.tables, change) =>
+                {
+                    let records = records
+                        .schema_change_records(change, gtid, &coordinates, &ctx)
+                        .map_err(|e| RunnerExit::failed(e.code()))?;
+                    batch.extend(records);
+                }
+                // filtered transactions and other DDL only advance the position
+                AssemblerOutput::SchemaChange { .. } | AssemblerOutput::PositionAdvanced { .. } => {
+                }
+            }
+            if let Some(driver) = snapshot.as_deref_mut() {
+                if let Some(chunk) = driver.take_ready(&after) {
+                    batch.extend(self.chunk_records(
+                        records,
+                        &chunk,
+                        driver,
+                        &ctx,
+                        &coordinates,
+                    )?);
+                    ready = Some(chunk);
+                }
+            }
+        }
+        let mut kafka_progress = None;
+        if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref()) {
+            if let Some(write) = driver.progress_before(chunk) {
+                self.progress_write(write).await?;
+            }
+            kafka_progress = Some(driver.kafka_progress(Some(chunk)));
+        }
+        self.require_lease()?;
+        let bytes: u64 = batch.iter().map(|r| r.approximate_size() as u64).sum();
+        sink.publish(batch, position, kafka_progress)
+            .await
+            .map_err(|e| match e.consequence() {
+                Consequence::Fenced => RunnerExit::Fenced {
+                    code: e.code().to_string(),
+                },
+                _ => RunnerExit::failed(e.code()),
+            })?;
+        self.metrics
+            .record_published(&self.name, rows, transactions, bytes);
+        if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref_mut()) {
+            FaultPoint::SnapshotChunkPublished.hit();
+            self.metrics
+                .record_snapshot_rows(&self.name, chunk.payload.rows.len() as u64);
+            if let Some(write) = driver.published(chunk) {
+                self.progress_write(write).await?;
+            }
+        }
+        if let Some(driver) = snapshot.as_deref() {
+            self.metrics
+                .set_snapshot_suppressed(&self.name, driver.suppressed);
+        }
+        if let Some(committed) = last_commit_micros {
+            // commit-to-acknowledgement lag of the newest transaction of the batch
+            let lag = now_ms().saturating_sub(committed / 1000) as f64 / 1000.0;
+            self.metrics.set_lag_seconds(&self.name, lag);
+        }
+        Ok(())
+    }
+
+    /// The records of a chunk: its rows (`op: r`), then the table's completion marker after
+    /// its last chunk.
+    fn chunk_records(
+        &self,
+        records: &RecordBuilder,
+        chunk: &ReadyChunk<ChunkRows>,
+        driver: &SnapshotDriver,
+        ctx: &RecordContext<'_>,
+        coordinates: &BinlogCoordinates<'_>,
+    ) -> Step<Vec<KafkaRecord>> {
+        let table = driver
+            .table(&chunk.table)
+            .ok_or_else(|| RunnerExit::failed("snapshot_table_not_found"))?;
+        // record keys as the stream gives them: the primary key; none for a table keyed
+        // by a unique key only
+        let key: Vec<usize> = if table.key.from_unique_key {
+            Vec::new()
+        } else {
+            table.key.columns.iter().map(|c| c.position).collect()
+        };
+        let done = driver.rows_done(&chunk.table);
+        let chunk_id = format!("{}/{done}", chunk.table);
+        let spec = SnapshotChunk {
+            table: &chunk.table,
+            key: &key,
+            rows: &chunk.payload.rows,
+            chunk_id: &chunk_id,
+            coordinates: *coordinates,
+            last_of_table: chunk.last,
+            last_of_snapshot: chunk.last && driver.is_complete(),
+        };
+        let mut out = records
+            .snapshot_records(&spec, ctx)
+            .map_err(|e| RunnerExit::failed(e.code()))?;
+        if chunk.last {
+            let rows = done + chunk.payload.rows.len() as u64;
+            out.push(
+                records
+                    .snapshot_complete_record(&chunk.table, rows, ctx)
+                    .map_err(|e| RunnerExit::failed(e.code()))?,
+            );
+        }
+        Ok(out)
+    }
+
+    pub(super) async fn progress_write(&self, write: ProgressWrite) -> Step<()> {
+        self.owner_write(Command::CommitSnapshotProgress {
+            pipeline: self.name.clone(),
+            epoch: self.epoch,
+            table: write.table,
+            pk_cursor: write.pk_cursor,
+            delivered_pk: write.delivered_pk,
+            status: write.status,
+            rows_done: write.rows_done,
+            rows_estimated: write.rows_estimated,
+        })
+        .await
+    }
+}
