@@ -350,11 +350,11 @@ async fn unsigned_composite_and_fixed_binary_keys_chunk_every_row_once() {
 }
 
 /// NO PAD collations: WEIGHT_STRING bytes order exactly as ORDER BY does. PAD SPACE ones
-/// (`utf8mb4_general_ci`, `latin1_swedish_ci`, …) need their weights taken at the column's
-/// length: the bare value's weight keeps trailing spaces that ORDER BY ignores, so `'a'` and
-/// `'a\t'` order one way by bare weight and the other by the server — the canary refuses
-/// that method and accepts the padded one (see also
-/// `pad_space_keys_chunk_in_server_order_with_padded_weights`).
+/// (`utf8mb4_general_ci`, `latin1_swedish_ci`, …) need their weights padded: the bare
+/// value's weight keeps trailing spaces that ORDER BY ignores, so `'a'` and `'a\t'` order one
+/// way by bare weight and the other by the server — the canary refuses that method and
+/// accepts the padded one (see also `pad_space_keys_chunk_in_server_order_with_padded_weights`
+/// and `uca_pad_space_keys_order_as_the_server_compares`).
 #[tokio::test]
 async fn case_insensitive_varchar_key_in_server_order_with_consistent_weights() {
     for db in servers() {
@@ -708,9 +708,9 @@ async fn pad_space_keys_chunk_in_server_order_with_padded_weights() {
                 db.name
             );
         }
-        // UCA PAD SPACE with ignorable controls ('a' = 'a\u{1}'): MariaDB pads to n weights
-        // and agrees with ORDER BY; MySQL pads to n characters, so the ignorable shortens the
-        // weight and splits the tie — the canary refuses it rather than mis-order keys
+        // UCA PAD SPACE with ignorable controls ('a' = 'a\u{1}') and expansions: the bare
+        // weight padded in space units agrees with the server on both (weights taken
+        // `AS CHAR(n)` did not: MySQL pads by characters, MariaDB cuts at n weights)
         let uca = KeyColumn {
             name: "k".into(),
             position: 0,
@@ -720,14 +720,214 @@ async fn pad_space_keys_chunk_in_server_order_with_padded_weights() {
                 pad_to: Some(12),
             },
         };
-        let uca_check = r.check_collation_order(&uca).await;
-        if db.name == "mysql" {
+        r.check_collation_order(&uca)
+            .await
+            .unwrap_or_else(|e| panic!("{} unicode_ci: {e}", db.name));
+        drop_schema(&mut admin, &schema).await;
+    }
+}
+
+/// How the server compares every pair of `values` under `collation`: `<` and `=`, the
+/// comparison the primary key's index and the chunk predicate use.
+async fn server_order(
+    admin: &mut mysql_async::Conn,
+    collation: &str,
+    values: &[&str],
+) -> Vec<Vec<std::cmp::Ordering>> {
+    let rows: Vec<String> = (0..values.len())
+        .map(|i| {
+            format!(
+                "SELECT {i} AS i, CAST(? AS CHAR CHARACTER SET utf8mb4) COLLATE {collation} AS v"
+            )
+        })
+        .collect();
+    let sql = format!(
+        "WITH d AS ({}) SELECT a.i, b.i, a.v < b.v, a.v = b.v FROM d a JOIN d b",
+        rows.join(" UNION ALL ")
+    );
+    let params: Vec<mysql_async::Value> = values.iter().map(|v| (*v).into()).collect();
+    let pairs: Vec<(usize, usize, bool, bool)> = admin.exec(sql, params).await.unwrap();
+    let mut out = vec![vec![std::cmp::Ordering::Equal; values.len()]; values.len()];
+    assert_eq!(pairs.len(), values.len() * values.len());
+    for (i, j, lt, eq) in pairs {
+        out[i][j] = match (lt, eq) {
+            (true, false) => std::cmp::Ordering::Less,
+            (false, true) => std::cmp::Ordering::Equal,
+            (false, false) => std::cmp::Ordering::Greater,
+            (true, true) => panic!("{collation}: {i} < {j} and {i} = {j}"),
+        };
+    }
+    out
+}
+
+/// UCA PAD SPACE keys — `utf8mb4_unicode_ci` (the most common collation of real schemas on
+/// MySQL), `utf8mb4_unicode_520_ci` and `utf8mb4_german2_ci` on both servers, VARCHAR(8): a
+/// character weighs zero units (U+0001 and U+200B are ignorable: `'a\u{1}\u{1}'` is key `'a'`),
+/// one, or several (`ß` is `ss`, U+FDFA is many), so the space padding must be done in weight
+/// units, not characters. Every row is read exactly once in the server's order at several
+/// chunk sizes, the gate's encoded keys strictly increase in that order, the canary accepts
+/// the column, and the encoded keys of every pair of values (stored ones and ones the key
+/// refuses as duplicates) compare exactly as the server's `<` and `=` do. Red-capable: with
+/// weights taken `AS CHAR(8)`, `'ss'` and `'ß      \t'` (`ß`, six spaces, a tab) order the
+/// wrong way round on MySQL, and tie on MariaDB (cut at 8 weights), as do `'ßßßßßßßa'` and
+/// `'ßßßßßßßb'`; and `'ß'` and `'ss'` (equal) weigh differently on MySQL.
+#[tokio::test]
+async fn uca_pad_space_keys_order_as_the_server_compares() {
+    use capstan_core::snapshot::{KeyComponent, SnapshotKey};
+    // in insertion order: a value equal to an earlier one under the collation is refused by
+    // the key (INSERT IGNORE), and is still compared in the pairwise check
+    let values = [
+        "a\u{1}\u{1}",
+        "a",
+        "A",
+        "a ",
+        "a      \t",
+        "a\t",
+        "a\t ",
+        "ab",
+        "a b",
+        "a  b",
+        "Ab",
+        "\u{200b}b",
+        "b",
+        "b\u{200b}",
+        "ss",
+        "\u{df}",
+        "\u{df}      \t",
+        "st",
+        "sr",
+        "s",
+        "\u{df}a",
+        "ssb",
+        "s\u{df}",
+        "stra\u{df}e",
+        "strasse",
+        "stras",
+        "\u{df}\u{df}\u{df}\u{df}\u{df}\u{df}\u{df}a",
+        "\u{df}\u{df}\u{df}\u{df}\u{df}\u{df}\u{df}b",
+        "\u{e9}",
+        "e",
+        "E",
+        "\u{e4}",
+        "ae",
+        "\u{e6}",
+        "\u{c5}",
+        "\u{fb01}",
+        "fi",
+        "\u{1c6}",
+        "d\u{17e}",
+        "\u{4e2d}",
+        "\u{4e2d}\t",
+        "\u{1f600}",
+        "\u{1f601}",
+        "\u{fdfa}",
+        "\u{fdfa}a",
+        "",
+        " ",
+        "\t",
+        "\u{1}",
+        "0",
+        "10",
+        "9",
+        "zz",
+    ];
+    let collations = [
+        "utf8mb4_unicode_ci",
+        "utf8mb4_unicode_520_ci",
+        "utf8mb4_german2_ci",
+    ];
+    for db in servers() {
+        let ddl: Vec<String> = collations
+            .iter()
+            .map(|c| {
+                format!(
+                    "CREATE TABLE `{c}` (k VARCHAR(8) CHARACTER SET utf8mb4 COLLATE {c} \
+                     PRIMARY KEY, n INT)"
+                )
+            })
+            .collect();
+        let (mut admin, schema) = setup(&db, "snap_uca", &ddl.join("; ")).await;
+        let mut r = reader(&db).await;
+        for coll in collations {
+            let what = format!("{} {coll}", db.name);
+            for (i, v) in values.iter().enumerate() {
+                admin
+                    .exec_drop(format!("INSERT IGNORE INTO `{coll}` VALUES (?, ?)"), (v, i))
+                    .await
+                    .unwrap();
+            }
+            let server: Vec<i64> = admin
+                .query(format!("SELECT n FROM `{coll}` ORDER BY k"))
+                .await
+                .unwrap();
+            assert!(server.len() > 30, "{what}: {} rows", server.len());
+            assert!(server.len() < values.len(), "{what}: no duplicate refused");
+            let d = r
+                .describe(&TableId::new(schema.clone(), coll))
+                .await
+                .unwrap();
+            let col = d.key.columns[0].clone();
             assert_eq!(
-                uca_check.unwrap_err().code(),
-                "snapshot_collation_contract_violated"
+                col.kind,
+                KeyKind::Text {
+                    charset: "utf8mb4".into(),
+                    collation: coll.into(),
+                    pad_to: Some(8),
+                },
+                "{what}"
             );
-        } else {
-            uca_check.unwrap_or_else(|e| panic!("{} unicode_ci: {e}", db.name));
+            r.check_collation_order(&col)
+                .await
+                .unwrap_or_else(|e| panic!("{what} canary: {e}"));
+            let encode = |w: &[u8]| SnapshotKey::encode(&[KeyComponent::Bytes(w)]);
+            for size in [1, 2, 3, 7, 100] {
+                let (rows, _) = read_all(&mut r, &d, size).await;
+                let ns: Vec<i64> = rows
+                    .iter()
+                    .map(|row| match row.get_by_name("n") {
+                        Some(capstan_core::change::Value::Int(n)) => *n,
+                        other => panic!("{other:?}"),
+                    })
+                    .collect();
+                assert_eq!(ns, server, "{what} size {size}: every row once, in order");
+                let raws: Vec<Vec<u8>> = rows
+                    .iter()
+                    .map(|row| match &d.key.key_of(row).unwrap()[0] {
+                        KeyPart::Text(b) => b.clone(),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect();
+                let refs: Vec<&[u8]> = raws.iter().map(Vec::as_slice).collect();
+                let w = r.weights(&col, &refs).await.unwrap();
+                let keys: Vec<SnapshotKey> = w.iter().map(|w| encode(w)).collect();
+                for (i, pair) in keys.windows(2).enumerate() {
+                    assert!(
+                        pair[0] < pair[1],
+                        "{what} size {size}: keys of rows n={} and n={} not increasing",
+                        ns[i],
+                        ns[i + 1]
+                    );
+                }
+            }
+            // every pair, stored or refused as a duplicate, compares as the server compares
+            let want = server_order(&mut admin, coll, &values).await;
+            let refs: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
+            let keys: Vec<SnapshotKey> = r
+                .weights(&col, &refs)
+                .await
+                .unwrap()
+                .iter()
+                .map(|w| encode(w))
+                .collect();
+            for (i, a) in values.iter().enumerate() {
+                for (j, b) in values.iter().enumerate() {
+                    assert_eq!(
+                        keys[i].cmp(&keys[j]),
+                        want[i][j],
+                        "{what}: {a:?} against {b:?}"
+                    );
+                }
+            }
         }
         drop_schema(&mut admin, &schema).await;
     }

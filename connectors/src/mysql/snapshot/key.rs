@@ -8,7 +8,8 @@
 //! stored values are padded to `n`, so two values differing only in trailing zeros are the
 //! same value). Character keys order by collation: their raw bytes are kept here and the
 //! gate compares the server's `WEIGHT_STRING`s of them (see `SnapshotReader::weights`),
-//! taken at the column's full length for PAD SPACE collations.
+//! encoded for PAD SPACE collations so that they compare as if padded with spaces (see
+//! `weighing`).
 
 use std::fmt;
 
@@ -18,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::error::SnapshotError;
 
 /// How a key column's values order.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum KeyKind {
     /// Signed `TINYINT` .. `BIGINT`.
     Int,
@@ -34,9 +35,10 @@ pub enum KeyKind {
         charset: String,
         /// Collation name (validated `[A-Za-z0-9_]+`).
         collation: String,
-        /// `Some(n)` for a PAD SPACE collation: the column's length in characters, which
-        /// every weight is taken at (`WEIGHT_STRING(v AS CHAR(n))`, the value padded with
-        /// spaces as the server compares it). `None` for NO PAD: the bare value's weight.
+        /// `Some(n)` for a PAD SPACE collation: the column's length in characters (the
+        /// canary's values fit it; a collation whose weights are not in units of the
+        /// space's weight is weighed at it, `WEIGHT_STRING(v AS CHAR(n))`). `None` for NO
+        /// PAD: the bare value's weight.
         pad_to: Option<u32>,
     },
 }

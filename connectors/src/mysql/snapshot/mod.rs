@@ -26,13 +26,16 @@
 //! A chunk row's values equal what the binlog decoder produces for the same row (see
 //! `row_value`); the key of a row ([`KeyShape::key_of`]) is what the gate compares.
 
+mod canary;
 mod chunk;
 mod error;
 mod key;
+mod pad_space;
 mod reader;
 mod row_value;
 mod sql;
 mod table;
+mod weighing;
 
 pub use chunk::{Chunk, PositionCapture, ReaderOptions};
 pub use error::SnapshotError;

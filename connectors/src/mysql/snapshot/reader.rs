@@ -17,14 +17,17 @@ use capstan_core::position::{Flavor, Position};
 use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder, Params, SslOpts};
 
+use super::canary::canary_values;
 use super::chunk::{Chunk, PositionCapture, ReaderOptions};
 use super::error::{server_code, SnapshotError};
 use super::key::{KeyColumn, KeyKind, KeyPart};
 use super::row_value::{convert, wire_type_fits};
 use super::sql::{
-    canary_select, chunk_params, chunk_select, hex_param, quote_table, weights_select,
+    canary_select, chunk_params, chunk_select, hex_param, quote_table, space_weights_select,
+    weights_select,
 };
 use super::table::{describe_from, ColumnRow, IndexRow, SnapshotTable, TableLayout};
+use super::weighing::Weighing;
 use super::{executed_position_sql, server_identity_sql};
 use crate::mysql::connect::detect_flavor;
 use crate::mysql::source_config::{FlavorChoice, TlsChoice, ValidSourceConfig};
@@ -36,18 +39,6 @@ const CAPACITY_CAP: usize = 1 << 16;
 /// Values per `WEIGHT_STRING` statement.
 const WEIGHT_BATCH: usize = 500;
 
-/// The order-contract canary: case, prefixes, digits, trailing and leading spaces,
-/// punctuation, and characters below the space (a tab or control character sorts before the
-/// padding of a PAD SPACE comparison; some collations ignore controls altogether). Values
-/// longer than a PAD SPACE column's length are left out (they cannot be stored in it, and its
-/// weights are taken at that length).
-const CANARY: &[&str] = &[
-    "", "a", "A", "b", "B", "ab", "Ab", "AB", "abc", "abd", "abc ", "a b", "a ", "a  ", " a", "0",
-    "1", "9", "10", "09", "a1", "a10", "a2", "_", "-", ".", "!", "~", "a-b", "a_b", "a.b", "z",
-    "Z", "zz", "aa", "aA", "Aa", "AA", "@", "[", "`", "{", "\t", "a\t", "a\t ", "a\tb", "ab\t",
-    "a\u{1}", "a\u{1}b", "\u{1}a", "a\u{1f}", "a\n", "a\r", " ", "\t ",
-];
-
 /// The snapshot reader. See the module documentation.
 #[derive(Debug)]
 pub struct SnapshotReader {
@@ -55,6 +46,8 @@ pub struct SnapshotReader {
     flavor: Flavor,
     capture: PositionCapture,
     layouts: HashMap<TableId, Arc<TableLayout>>,
+    /// How each character key kind seen so far is weighed (asked once per kind).
+    weighings: HashMap<KeyKind, Weighing>,
 }
 
 fn ssl_opts(tls: &TlsChoice) -> Option<SslOpts> {
@@ -163,6 +156,7 @@ impl SnapshotReader {
             flavor,
             capture,
             layouts: HashMap::new(),
+            weighings: HashMap::new(),
         })
     }
 
@@ -582,9 +576,35 @@ impl SnapshotReader {
         Ok(rows)
     }
 
-    /// `WEIGHT_STRING` of each raw value under the column's character set and collation, in
-    /// order; one round trip per [`WEIGHT_BATCH`] values. PAD SPACE collations are weighed
-    /// at the column's length (`AS CHAR(n)`), as the server compares them.
+    /// How `kind`'s values are weighed ([`Weighing`]): NO PAD bare; PAD SPACE as the server's
+    /// weights of one and two spaces under the collation tell, asked once per kind.
+    async fn weighing(&mut self, kind: &KeyKind) -> Result<Weighing, SnapshotError> {
+        if let Some(w) = self.weighings.get(kind) {
+            return Ok(w.clone());
+        }
+        let spaces = if Weighing::needs_spaces(kind) {
+            let sql = space_weights_select(kind).ok_or(SnapshotError::WeightFailed { code: 0 })?;
+            let row: Option<(Vec<u8>, Vec<u8>)> =
+                self.conn
+                    .query_first(sql)
+                    .await
+                    .map_err(|e| SnapshotError::WeightFailed {
+                        code: server_code(&e),
+                    })?;
+            Some(row.ok_or(SnapshotError::WeightFailed { code: 0 })?)
+        } else {
+            None
+        };
+        let weighing = Weighing::of(kind, spaces.as_ref().map(|(a, b)| (&a[..], &b[..])))
+            .ok_or(SnapshotError::WeightFailed { code: 0 })?;
+        self.weighings.insert(kind.clone(), weighing.clone());
+        Ok(weighing)
+    }
+
+    /// The comparable weight of each raw value under the column's character set and
+    /// collation, in order: the server's `WEIGHT_STRING`, taken and encoded per [`Weighing`]
+    /// (PAD SPACE: as if padded with spaces forever, as the server compares); one round trip
+    /// per [`WEIGHT_BATCH`] values.
     pub async fn weights(
         &mut self,
         column: &KeyColumn,
@@ -597,9 +617,10 @@ impl SnapshotReader {
                 got: column.kind.name(),
             });
         }
+        let weighing = self.weighing(&column.kind).await?;
         let mut out = Vec::with_capacity(values.len());
         for batch in values.chunks(WEIGHT_BATCH) {
-            let sql = weights_select(&column.kind, batch.len());
+            let sql = weights_select(&column.kind, &weighing, batch.len());
             let params: Vec<mysql_async::Value> = batch.iter().map(|v| hex_param(v)).collect();
             let row: Option<mysql_async::Row> = self
                 .conn
@@ -611,7 +632,11 @@ impl SnapshotReader {
             let row = row.ok_or(SnapshotError::WeightFailed { code: 0 })?;
             for v in row.unwrap_raw() {
                 match v {
-                    Some(mysql_async::Value::Bytes(w)) => out.push(w),
+                    Some(mysql_async::Value::Bytes(w)) => out.push(
+                        weighing
+                            .finish(w)
+                            .ok_or(SnapshotError::WeightFailed { code: 0 })?,
+                    ),
                     _ => return Err(SnapshotError::WeightFailed { code: 0 }),
                 }
             }
@@ -622,9 +647,9 @@ impl SnapshotReader {
         Ok(out)
     }
 
-    /// The order-contract canary: a fixed ASCII vector ranked by `ORDER BY` under the
-    /// column's collation must order (and tie) exactly as its weights do, taken exactly as
-    /// [`Self::weights`] takes them (at the column's length for PAD SPACE).
+    /// The order-contract canary: fixed values ([`canary_values`]) ranked by the column's
+    /// collation (`<`, as the index compares) must order (and tie) exactly as their weights
+    /// do, taken exactly as [`Self::weights`] takes them.
     pub async fn check_collation_order(&mut self, column: &KeyColumn) -> Result<(), SnapshotError> {
         let KeyKind::Text { collation, .. } = &column.kind else {
             return Ok(());
@@ -632,16 +657,10 @@ impl SnapshotReader {
         let violated = || SnapshotError::CollationContractViolated {
             collation: collation.clone(),
         };
-        let fits = |s: &&&str| match column.kind {
-            KeyKind::Text {
-                pad_to: Some(n), ..
-            } => usize::try_from(n).is_ok_and(|n| s.chars().count() <= n),
-            _ => true,
-        };
-        let canary: Vec<&str> = CANARY.iter().filter(fits).copied().collect();
-        let sql = canary_select(&column.kind, canary.len());
-        let params: Vec<mysql_async::Value> =
-            canary.iter().map(|s| hex_param(s.as_bytes())).collect();
+        let weighing = self.weighing(&column.kind).await?;
+        let canary = canary_values(&column.kind);
+        let sql = canary_select(&column.kind, &weighing, canary.len());
+        let params: Vec<mysql_async::Value> = canary.iter().map(|v| hex_param(v)).collect();
         let rows: Vec<(u64, u64, Vec<u8>)> = self
             .conn
             .exec(sql, Params::Positional(params))
@@ -652,6 +671,11 @@ impl SnapshotReader {
         if rows.len() != canary.len() {
             return Err(violated());
         }
+        let rows = rows
+            .into_iter()
+            .map(|(i, r, w)| weighing.finish(w).map(|w| (i, r, w)))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(violated)?;
         if !rank_matches_weights(&rows) {
             return Err(violated());
         }

@@ -14,6 +14,7 @@ use capstan_core::change::TableId;
 
 use super::key::{KeyKind, KeyPart};
 use super::table::{is_plain_identifier, TableLayout};
+use super::weighing::Weighing;
 
 /// `name` as a backquoted identifier.
 pub(crate) fn quote_ident(name: &str) -> String {
@@ -127,38 +128,44 @@ pub(crate) fn hex_param(bytes: &[u8]) -> mysql_async::Value {
     mysql_async::Value::Bytes(out)
 }
 
-/// The weight of `expr` under `kind`'s collation: `WEIGHT_STRING(expr)` for NO PAD;
-/// for PAD SPACE `WEIGHT_STRING(expr AS CHAR(n))`, the value padded with spaces to the
-/// column's `n` characters — the server compares PAD SPACE values as if the shorter were
-/// padded with spaces, so trailing spaces do not count and a character below the space
-/// (`'a\t'`) orders before the end of the shorter value (`'a'`); the bare value's weight
-/// would order the two the other way.
-pub(crate) fn weight_expr(kind: &KeyKind, expr: &str) -> String {
-    match kind {
-        KeyKind::Text {
-            pad_to: Some(n), ..
-        } => format!("WEIGHT_STRING({expr} AS CHAR({n}))"),
-        _ => format!("WEIGHT_STRING({expr})"),
-    }
-}
-
-/// `SELECT <weight of placeholder>, …` for `n` values.
-pub(crate) fn weights_select(kind: &KeyKind, n: usize) -> String {
-    let one = weight_expr(kind, &placeholder(kind));
+/// `SELECT <weight of placeholder>, …` for `n` values, weighed by `weighing`.
+pub(crate) fn weights_select(kind: &KeyKind, weighing: &Weighing, n: usize) -> String {
+    let one = weighing.expr(&placeholder(kind));
     format!("SELECT {}", vec![one; n].join(", "))
 }
 
-/// The order-contract canary over `n` values: each value's index, its dense rank under
-/// `ORDER BY` in the collation, and its weight (the expression [`weights_select`] uses).
-pub(crate) fn canary_select(kind: &KeyKind, n: usize) -> String {
+/// The weights of one space and of two spaces under `kind`'s collation, from which
+/// [`Weighing::of`] tells a PAD SPACE collation's weight unit. `None` for a kind that is not
+/// a character kind with plain names.
+pub(crate) fn space_weights_select(kind: &KeyKind) -> Option<String> {
+    match kind {
+        KeyKind::Text {
+            charset, collation, ..
+        } if is_plain_identifier(charset) && is_plain_identifier(collation) => {
+            let space = |s: &str| {
+                format!("WEIGHT_STRING(CONVERT('{s}' USING {charset}) COLLATE {collation})")
+            };
+            Some(format!("SELECT {}, {}", space(" "), space("  ")))
+        }
+        _ => None,
+    }
+}
+
+/// The order-contract canary over `n` values: each value's index, its rank under the
+/// collation's comparison (how many of the values are smaller by `<`, the comparison the
+/// index and the chunk predicate use), and its weight (the expression [`weights_select`]
+/// uses). Not `ORDER BY`: MariaDB's sort orders a trailing NUL of a NO PAD value before the
+/// end of the shorter value, where `<` and the index order it after.
+pub(crate) fn canary_select(kind: &KeyKind, weighing: &Weighing, n: usize) -> String {
     let ph = placeholder(kind);
     let rows: Vec<String> = (0..n)
         .map(|i| format!("SELECT {i} AS i, {ph} AS v"))
         .collect();
     format!(
-        "SELECT i, DENSE_RANK() OVER (ORDER BY v) AS r, {} AS w FROM ({}) d",
-        weight_expr(kind, "v"),
-        rows.join(" UNION ALL ")
+        "WITH d AS ({}) SELECT a.i, (SELECT COUNT(*) FROM d b WHERE b.v < a.v) AS r, {} AS w \
+         FROM d a",
+        rows.join(" UNION ALL "),
+        weighing.expr("a.v"),
     )
 }
 
@@ -239,7 +246,8 @@ mod tests {
             collation: "latin1_swedish_nopad_ci".into(),
             pad_to: None,
         };
-        let w = weights_select(&kind, 2);
+        let bare = Weighing::of(&kind, None).unwrap();
+        let w = weights_select(&kind, &bare, 2);
         assert_eq!(
             w.matches(
                 "WEIGHT_STRING(CONVERT(UNHEX(?) USING latin1) COLLATE latin1_swedish_nopad_ci)"
@@ -247,16 +255,34 @@ mod tests {
             .count(),
             2
         );
-        let c = canary_select(&kind, 3);
+        let c = canary_select(&kind, &bare, 3);
         assert_eq!(c.matches('?').count(), 3);
-        assert!(c.contains("DENSE_RANK() OVER (ORDER BY v) AS r, WEIGHT_STRING(v) AS w"));
-        // PAD SPACE: weighed at the column's length, in the canary too
+        assert!(
+            c.contains("(SELECT COUNT(*) FROM d b WHERE b.v < a.v) AS r, WEIGHT_STRING(a.v) AS w"),
+            "{c}"
+        );
+        // PAD SPACE in units: the bare weight too (encoded afterwards), in the canary too
         let pad = KeyKind::Text {
             charset: "latin1".into(),
             collation: "latin1_swedish_ci".into(),
             pad_to: Some(12),
         };
-        let w = weights_select(&pad, 2);
+        assert_eq!(
+            space_weights_select(&pad).unwrap(),
+            "SELECT WEIGHT_STRING(CONVERT(' ' USING latin1) COLLATE latin1_swedish_ci), \
+             WEIGHT_STRING(CONVERT('  ' USING latin1) COLLATE latin1_swedish_ci)"
+        );
+        let units = Weighing::of(&pad, Some((b" ", b"  "))).unwrap();
+        let w = weights_select(&pad, &units, 2);
+        assert_eq!(
+            w.matches("WEIGHT_STRING(CONVERT(UNHEX(?) USING latin1) COLLATE latin1_swedish_ci)")
+                .count(),
+            2,
+            "{w}"
+        );
+        // multi-level PAD SPACE: at the column's length
+        let multi = Weighing::of(&pad, Some((&[1, 1], &[1, 1]))).unwrap();
+        let w = weights_select(&pad, &multi, 2);
         assert_eq!(
             w.matches(
                 "WEIGHT_STRING(CONVERT(UNHEX(?) USING latin1) COLLATE latin1_swedish_ci AS CHAR(12))"
@@ -265,7 +291,15 @@ mod tests {
             2,
             "{w}"
         );
-        let c = canary_select(&pad, 3);
-        assert!(c.contains("WEIGHT_STRING(v AS CHAR(12)) AS w"), "{c}");
+        let c = canary_select(&pad, &multi, 3);
+        assert!(c.contains("WEIGHT_STRING(a.v AS CHAR(12)) AS w"), "{c}");
+        // never a spliced name that is not plain
+        let odd = KeyKind::Text {
+            charset: "latin1".into(),
+            collation: "x`y".into(),
+            pad_to: Some(1),
+        };
+        assert_eq!(space_weights_select(&odd), None);
+        assert_eq!(space_weights_select(&KeyKind::Int), None);
     }
 }
