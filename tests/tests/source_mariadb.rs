@@ -421,3 +421,140 @@ async fn silent_stream_reconnects_then_persistent_failure_stalls() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn purged_binlog_is_a_data_gap() {
+    let Some(db) = mariadb() else { return };
+    let _exclusive = SERVER_WIDE.write().await;
+    let (mut admin, schema) = setup(&db, "src_gap", "CREATE TABLE t (id INT PRIMARY KEY)").await;
+    let checkpoint = binlog_pos(&mut admin).await;
+    admin.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
+    let gone: String = admin
+        .query_first("SELECT @@last_gtid")
+        .await
+        .unwrap()
+        .unwrap();
+    let gone: MariadbGtid = gone.parse().unwrap();
+    assert!(!checkpoint.contains(&gone));
+    admin.query_drop("FLUSH BINARY LOGS").await.unwrap();
+    let status: mysql_async::Row = admin
+        .query_first("SHOW MASTER STATUS")
+        .await
+        .unwrap()
+        .unwrap();
+    let current: String = status.get(0).unwrap();
+    // a dump thread still reading the old file, or the binlog checkpoint not yet past it,
+    // keeps it for a moment
+    let mut oldest = String::new();
+    for _ in 0..100 {
+        let _ = admin
+            .query_drop(format!("PURGE BINARY LOGS TO '{current}'"))
+            .await;
+        let logs: Vec<mysql_async::Row> = admin.query("SHOW BINARY LOGS").await.unwrap();
+        oldest = logs.first().and_then(|r| r.get(0)).unwrap();
+        if oldest == current {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        oldest, current,
+        "nothing purged: another reader held the old binlogs open"
+    );
+    // the scenario, read from the server without capstan's code: the oldest retained binlog
+    // starts from a GTID state past the transaction after the checkpoint
+    let events: Vec<mysql_async::Row> = admin
+        .query(format!("SHOW BINLOG EVENTS IN '{oldest}' LIMIT 4"))
+        .await
+        .unwrap();
+    let list: String = events
+        .iter()
+        .find(|e| e.get::<String, _>(2).as_deref() == Some("Gtid_list"))
+        .and_then(|e| e.get(5))
+        .expect("the oldest binlog starts with its gtid list");
+    let start: MariadbGtidPosition = list.trim_matches(['[', ']']).parse().unwrap();
+    let first_kept = start.get(gone.domain).expect("the domain is in the list");
+    assert!(first_kept.seq >= gone.seq, "{first_kept} < {gone}");
+    let err = BinlogSource::start(
+        config(&db),
+        StartPosition::Checkpoint(Position::Mariadb(checkpoint)),
+        Default::default(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "data_gap");
+    // all retained history from an empty checkpoint is now a gap too
+    let err = BinlogSource::start(
+        config(&db),
+        StartPosition::Checkpoint(Position::empty(Flavor::Mariadb)),
+        Default::default(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "data_gap");
+    admin
+        .query_drop(format!("DROP DATABASE `{schema}`"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn verify_ca_streams_and_a_foreign_ca_is_refused() {
+    let Some(db) = mariadb() else { return };
+    let _shared = SERVER_WIDE.read().await;
+    let Some(ca) = ca_file(&db) else { return };
+    let (mut admin, schema) = setup(&db, "src_tls", "CREATE TABLE t (id INT PRIMARY KEY)").await;
+    let mut raw = raw_config(&db);
+    raw.tls = Some(TlsConfig {
+        mode: Some(TlsMode::VerifyCa),
+        ca_file: Some(ca),
+    });
+    let mut source = BinlogSource::start(
+        raw.validate().unwrap(),
+        StartPosition::Current,
+        only(&schema, &["t"]),
+    )
+    .await
+    .unwrap();
+    admin.query_drop("INSERT INTO t VALUES (7)").await.unwrap();
+    let txn = next_txn(&mut source, &schema).await;
+    assert_eq!(
+        txn.changes[0].after.as_ref().unwrap().get(0),
+        Some(&Value::Int(7))
+    );
+    // a CA with the same name that did not sign the server certificate
+    let foreign = std::env::temp_dir().join(format!("{}.pem", unique_name("foreign_ca")));
+    std::fs::write(&foreign, foreign_ca_pem(MARIADB_DEV_CA_NAME)).unwrap();
+    let mut raw = raw_config(&db);
+    raw.tls = Some(TlsConfig {
+        mode: Some(TlsMode::VerifyCa),
+        ca_file: Some(foreign.clone()),
+    });
+    let err = BinlogSource::start(
+        raw.validate().unwrap(),
+        StartPosition::Current,
+        Default::default(),
+    )
+    .await
+    .unwrap_err();
+    let _ = std::fs::remove_file(foreign);
+    assert_eq!(err.code(), "tls_failed", "{err}");
+    admin
+        .query_drop(format!("DROP DATABASE `{schema}`"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn idle_stream_is_kept_alive_by_heartbeats() {
+    let Some(db) = mariadb() else { return };
+    let _exclusive = SERVER_WIDE.write().await;
+    heartbeats_keep_an_idle_stream_alive(&db).await;
+}
+
+#[tokio::test]
+async fn same_server_id_halts_the_older_stream_with_server_id_conflict() {
+    let Some(db) = mariadb() else { return };
+    let _shared = SERVER_WIDE.read().await;
+    same_server_id_halts_the_older_stream(&db).await;
+}

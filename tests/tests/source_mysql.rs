@@ -636,3 +636,17 @@ async fn outputs_cover_transactions_in_commit_order() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn idle_stream_is_kept_alive_by_heartbeats() {
+    let Some(db) = mysql() else { return };
+    let _exclusive = SERVER_WIDE.write().await;
+    heartbeats_keep_an_idle_stream_alive(&db).await;
+}
+
+#[tokio::test]
+async fn same_server_id_halts_the_older_stream_with_server_id_conflict() {
+    let Some(db) = mysql() else { return };
+    let _shared = SERVER_WIDE.read().await;
+    same_server_id_halts_the_older_stream(&db).await;
+}

@@ -186,9 +186,57 @@ async fn pump(
 }
 
 /// Serializes tests that disturb every stream on a server (an XA PREPARE halts every source
-/// that sees it; a purge or a killed dump thread affects every reader): they take the write
-/// side, ordinary streaming tests the read side.
-pub static SERVER_WIDE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+/// that sees it; a purge or a killed dump thread affects every reader) or need a quiet server
+/// (heartbeats on an idle stream): they take the write side, ordinary streaming tests the read
+/// side.
+///
+/// The lock is an `flock` on one file in the temporary directory, so it holds across test
+/// processes (nextest runs every test in its own process, several at once) as well as across
+/// the threads of one `cargo test` binary (each acquisition opens the file anew, and `flock`
+/// locks of separate opens exclude each other). Tests that take no lock at all (the pipeline and
+/// snapshot suites, whose workers also stream from the dev servers) are kept away from the
+/// write-side tests by `.config/nextest.toml`, which gives each of those the whole run.
+pub static SERVER_WIDE: ServerWide = ServerWide;
+
+/// See [`SERVER_WIDE`].
+pub struct ServerWide;
+
+/// A held side of [`SERVER_WIDE`]; released on drop (or when the process exits).
+pub struct ServerWideGuard {
+    _file: std::fs::File,
+}
+
+impl ServerWide {
+    /// The shared side: streams that tolerate each other but not a server-wide disturbance.
+    pub async fn read(&self) -> ServerWideGuard {
+        Self::lock(false).await
+    }
+
+    /// The exclusive side: no other holder of either side runs meanwhile.
+    pub async fn write(&self) -> ServerWideGuard {
+        Self::lock(true).await
+    }
+
+    async fn lock(exclusive: bool) -> ServerWideGuard {
+        let path = std::env::temp_dir().join("capstan-tests-server-wide.lock");
+        tokio::task::spawn_blocking(move || {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+            let locked = if exclusive {
+                file.lock()
+            } else {
+                file.lock_shared()
+            };
+            locked.unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
+            ServerWideGuard { _file: file }
+        })
+        .await
+        .unwrap()
+    }
+}
 
 /// Kills every binlog dump thread of the capstan account (they reconnect).
 pub async fn kill_dump_threads(db: &DbEnv) -> usize {
@@ -206,4 +254,129 @@ pub async fn kill_dump_threads(db: &DbEnv) -> usize {
         let _ = admin.query_drop(format!("KILL {id}")).await;
     }
     ids.len()
+}
+
+/// An idle stream with `heartbeat_period_ms` 1000 and `stream_timeout_ms` 3000 stays on its
+/// first connection for ten seconds (more than three liveness windows) because heartbeats
+/// arrive. Needs a quiet server: the caller holds the write side of [`SERVER_WIDE`] (writes
+/// from elsewhere are tolerated, but each one delays the next heartbeat).
+pub async fn heartbeats_keep_an_idle_stream_alive(db: &DbEnv) {
+    let mut raw = raw_config(db);
+    raw.heartbeat_period_ms = 1_000;
+    raw.stream_timeout_ms = 3_000;
+    let mut source = BinlogSource::start(
+        raw.validate().unwrap(),
+        StartPosition::Current,
+        only("capstan_no_such_schema", &["t"]),
+    )
+    .await
+    .unwrap();
+    let idle = Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + idle;
+    while let Ok(output) = tokio::time::timeout_at(deadline, source.next()).await {
+        // another session's write: not ours, but never an error
+        output.unwrap_or_else(|e| panic!("{}: idle stream failed: {e}", db.name));
+    }
+    let stats = source.stats();
+    assert_eq!(stats.connects, 1, "{}: {stats:?}", db.name);
+    assert_eq!(stats.reconnects, 0, "{}: {stats:?}", db.name);
+    assert!(stats.heartbeats >= 5, "{}: {stats:?}", db.name);
+}
+
+/// A second replica connection with the same server id makes the server end the first one's
+/// dump: the first source halts `server_id_conflict` (no reconnect, which would in turn evict
+/// the second, and so on), and the second streams on undisturbed.
+pub async fn same_server_id_halts_the_older_stream(db: &DbEnv) {
+    use mysql_async::prelude::*;
+    let schema = capstan_tests::unique_name("src_sid");
+    let mut admin = db.admin_conn().await;
+    admin
+        .query_drop(format!(
+            "CREATE DATABASE `{schema}`; CREATE TABLE `{schema}`.t (id INT PRIMARY KEY)"
+        ))
+        .await
+        .unwrap();
+    let config = config(db);
+    let mut first = BinlogSource::start(
+        config.clone(),
+        StartPosition::Current,
+        only(&schema, &["t"]),
+    )
+    .await
+    .unwrap();
+    admin
+        .query_drop(format!("INSERT INTO `{schema}`.t VALUES (1)"))
+        .await
+        .unwrap();
+    assert_eq!(next_txn(&mut first, &schema).await.changes.len(), 1);
+    let mut second = BinlogSource::start(config, StartPosition::Current, only(&schema, &["t"]))
+        .await
+        .unwrap();
+    let err = halt(&mut first).await;
+    assert_eq!(err.code(), "server_id_conflict", "{}: {err}", db.name);
+    assert_eq!(
+        first.stats().reconnects,
+        0,
+        "{}: {:?}",
+        db.name,
+        first.stats()
+    );
+    admin
+        .query_drop(format!("INSERT INTO `{schema}`.t VALUES (2)"))
+        .await
+        .unwrap();
+    let t = next_txn(&mut second, &schema).await;
+    assert_eq!(t.changes.len(), 1);
+    assert_eq!(
+        second.stats().reconnects,
+        0,
+        "{}: {:?}",
+        db.name,
+        second.stats()
+    );
+    admin
+        .query_drop(format!("DROP DATABASE `{schema}`"))
+        .await
+        .unwrap();
+}
+
+/// The subject name of the dev CA that `deploy/dev/services.sh` makes for MariaDB.
+pub const MARIADB_DEV_CA_NAME: &str = "capstan-dev-mariadb-ca";
+
+/// The CA file that signs `db`'s server certificate (`CAPSTAN_<SERVER>_CA_FILE`, printed by
+/// `services.sh env`; else where `services.sh` keeps it), or `None` after skipping (a failure
+/// under CI).
+pub fn ca_file(db: &DbEnv) -> Option<std::path::PathBuf> {
+    let var = format!("CAPSTAN_{}_CA_FILE", db.name.to_uppercase());
+    let path = match std::env::var_os(&var) {
+        Some(p) => std::path::PathBuf::from(p),
+        None => {
+            let cache =
+                std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/capstan");
+            match db.name {
+                "mysql" => cache.join("mysql-sid-chroot/var/lib/capstan-mysql/ca.pem"),
+                _ => cache.join("mariadb-data/capstan-dev-ca.pem"),
+            }
+        }
+    };
+    if path.is_file() {
+        Some(path)
+    } else {
+        capstan_tests::skip_or_fail(&format!(
+            "{}: no CA file at {} (set {var}, or run `deploy/dev/services.sh up`)",
+            db.name,
+            path.display()
+        ))
+    }
+}
+
+/// The PEM of a fresh self-signed CA named `name`: the same name as a real CA, another key.
+pub fn foreign_ca_pem(name: &str) -> String {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.self_signed(&key).unwrap().pem()
 }
