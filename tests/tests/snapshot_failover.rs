@@ -527,3 +527,89 @@ async fn crash_in_window(flavor: &'static str, delivery: &'static str) {
         .await
         .unwrap();
 }
+
+// ---------------------------------------------------------------------------------------
+// A table already snapshotted is dropped while another is still being read, then the owner
+// dies: the next owner goes on with the unfinished table (a complete table is not described
+// again, so its absence is no reason to halt).
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_dropping_a_complete_table_does_not_stop_a_resumed_snapshot() {
+    drop_complete_then_kill("mysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_dropping_a_complete_table_does_not_stop_a_resumed_snapshot() {
+    drop_complete_then_kill("mariadb").await;
+}
+
+async fn drop_complete_then_kill(flavor: &'static str) {
+    let Some(db) = flavor_db(flavor) else { return };
+    let mut admin = db.admin_conn().await;
+    let schema = create_schema(&mut admin, "snapd").await;
+    seed_big(&mut admin, &schema, "c", 3000).await;
+    admin
+        .query_drop(format!(
+            "CREATE TABLE {b} LIKE {c}; INSERT INTO {b} SELECT * FROM {c} WHERE id <= 40",
+            b = qt(&schema, "b"),
+            c = qt(&schema, "c"),
+        ))
+        .await
+        .unwrap();
+    let Some(world) = World::start(db.clone(), flavor).await else {
+        return;
+    };
+    let tc = topic("sd", &schema, "c");
+    world.one_partition(std::slice::from_ref(&tc));
+    let tail = Tail::start(world.kafka.bootstrap_servers(), &tc);
+    // b first, then c (slowly): b is complete long before c is
+    let (b, c) = (format!("{schema}.b"), format!("{schema}.c"));
+    let def = world.definition(
+        "dropc",
+        &[b.clone(), c.clone()],
+        json!({"mode": "initial", "chunk_size": 100, "max_rows_per_second": 600}),
+        "at_least_once",
+        "sd",
+    );
+    world.create_and_resume(def).await;
+    world
+        .wait_status("dropc", Duration::from_secs(60), "c under way", |s| {
+            table_status(s, &b)["status"] == "complete"
+                && table_status(s, &c)["rows_done"].as_u64() > Some(200)
+        })
+        .await;
+    admin
+        .query_drop(format!("DROP TABLE {}", qt(&schema, "b")))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let st = world.status("dropc").await.unwrap();
+    assert_eq!(st["state"], "snapshotting", "the live owner goes on: {st}");
+    assert_ne!(
+        table_status(&st, &c)["status"],
+        "complete",
+        "killed mid-c: {st}"
+    );
+    let (_, epoch, _, new_epoch) = kill_owner(&world, "dropc", "snapshotting").await;
+    assert!(new_epoch > epoch);
+    world
+        .wait_status("dropc", Duration::from_secs(120), "c complete", |s| {
+            table_status(s, &c)["status"] == "complete" && s["state"] == "streaming"
+        })
+        .await;
+    let recs = tail
+        .until(Duration::from_secs(60), |rs| rs.iter().any(Rec::is_marker))
+        .await;
+    let r = replay(&recs, &["id"]);
+    let source = source_rows(&mut admin, &schema, "c", &["id"]).await;
+    assert_same(&r.state, &source, flavor);
+    let epochs: BTreeSet<u64> = r.read_recs.iter().map(|x| x.epoch).collect();
+    assert!(
+        epochs.contains(&new_epoch),
+        "the next owner read c: {epochs:?}"
+    );
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+}

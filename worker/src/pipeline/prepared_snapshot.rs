@@ -17,8 +17,10 @@ pub struct PreparedSnapshot {
     pub reader: SnapshotReader,
     /// The tables, in reading order.
     pub order: Vec<TableId>,
-    /// Each table at its stored progress.
+    /// Each table still to read (pending or in progress) at its stored progress.
     pub tables: HashMap<TableId, TableRun>,
+    /// The tables already complete, with their last cursor: not described, not read.
+    pub complete: HashMap<TableId, Option<Vec<KeyPart>>>,
     /// Each table's status.
     pub status: HashMap<TableId, TableStatus>,
     /// Rows per chunk.
@@ -35,12 +37,15 @@ impl PreparedSnapshot {
             .order
             .iter()
             .filter_map(|id| {
-                let run = self.tables.get(id)?;
-                let complete = self.status.get(id) == Some(&TableStatus::Complete);
-                Some((
-                    id.to_string(),
-                    kafka_table(run.raw_cursor.as_deref(), complete),
-                ))
+                let table = match (self.tables.get(id), self.complete.get(id)) {
+                    (Some(run), _) => kafka_table(
+                        run.raw_cursor.as_deref(),
+                        self.status.get(id) == Some(&TableStatus::Complete),
+                    ),
+                    (None, Some(cursor)) => kafka_table(cursor.as_deref(), true),
+                    (None, None) => return None,
+                };
+                Some((id.to_string(), table))
             })
             .collect();
         SnapshotProgress {
@@ -58,6 +63,9 @@ impl PreparedSnapshot {
             let Some(id) = self.order.iter().find(|t| t.to_string() == *name).cloned() else {
                 return Err("snapshot_config_drifted");
             };
+            if progress.complete && self.complete.contains_key(&id) {
+                continue; // complete in both
+            }
             let run = self.tables.get_mut(&id).ok_or("snapshot_config_drifted")?;
             let cursor: Option<Vec<KeyPart>> = match &progress.cursor {
                 Some(v) => Some(

@@ -99,6 +99,7 @@ impl PipelineRunner {
             None => progress.keys().map(|n| table_id(n)).collect::<Step<_>>()?,
         };
         let mut tables = HashMap::new();
+        let mut complete = HashMap::new();
         let mut status = HashMap::new();
         for id in &order {
             let p = progress
@@ -113,18 +114,28 @@ impl PipelineRunner {
                 }
             };
             status.insert(id.clone(), st);
+            if st == TableStatus::Complete {
+                // done: nothing is read or gated any more, so the table is not described —
+                // it may since have been altered or dropped, which concerns the stream only
+                let raw_cursor = p
+                    .pk_cursor
+                    .as_ref()
+                    .map(key_parts)
+                    .transpose()
+                    .map_err(halt)?;
+                complete.insert(id.clone(), raw_cursor);
+                continue;
+            }
             let table = match described.remove(id) {
                 Some(table) => table,
                 None => reader.describe(id).await.map_err(|e| halt(e.code()))?,
             };
-            if st != TableStatus::Complete {
-                for column in &table.key.columns {
-                    if matches!(column.kind, KeyKind::Text { .. }) {
-                        reader
-                            .check_collation_order(column)
-                            .await
-                            .map_err(|e| halt(e.code()))?;
-                    }
+            for column in &table.key.columns {
+                if matches!(column.kind, KeyKind::Text { .. }) {
+                    reader
+                        .check_collation_order(column)
+                        .await
+                        .map_err(|e| halt(e.code()))?;
                 }
             }
             let raw_cursor = p
@@ -159,6 +170,7 @@ impl PipelineRunner {
             reader,
             order,
             tables,
+            complete,
             status,
             chunk_size: snap.chunk_size,
             max_rows_per_second: snap.max_rows_per_second,

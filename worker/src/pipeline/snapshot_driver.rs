@@ -46,6 +46,8 @@ pub struct SnapshotDriver {
     source: Option<(ValidSourceConfig, String)>,
     session: SnapshotSession<ChunkRows>,
     tables: HashMap<TableId, TableRun>,
+    /// Tables complete before this run started: their last cursor, for the offsets record.
+    complete: HashMap<TableId, Option<Vec<KeyPart>>>,
     chunk_size: u32,
     max_rows_per_second: Option<u32>,
     next_read: Instant,
@@ -66,12 +68,25 @@ impl SnapshotDriver {
             mut reader,
             order,
             mut tables,
+            complete,
             status,
             chunk_size,
             max_rows_per_second,
         } = prepared;
         let mut gate = capstan_core::snapshot::CursorGate::new();
         for id in &order {
+            if complete.contains_key(id) {
+                // forwards every change; no cursor needed (nor encoded: no weights asked)
+                gate.track(
+                    id.clone(),
+                    capstan_core::snapshot::TableCursor {
+                        status: TableStatus::Complete,
+                        pk_cursor: None,
+                        delivered_pk: None,
+                    },
+                );
+                continue;
+            }
             let run = tables.get_mut(id).ok_or("snapshot_table_not_found")?;
             let pk_cursor = match run.raw_cursor.clone() {
                 Some(raw) => Some(encode(&mut reader, run, &raw).await?),
@@ -96,6 +111,7 @@ impl SnapshotDriver {
             source: None,
             session: SnapshotSession::new(order, gate),
             tables,
+            complete,
             chunk_size,
             max_rows_per_second,
             next_read: Instant::now(),
@@ -423,6 +439,9 @@ impl SnapshotDriver {
         let mut tables = std::collections::BTreeMap::new();
         for id in self.session.tables() {
             let Some(run) = self.tables.get(id) else {
+                if let Some(cursor) = self.complete.get(id) {
+                    tables.insert(id.to_string(), kafka_table(cursor.as_deref(), true));
+                }
                 continue;
             };
             let complete = self
