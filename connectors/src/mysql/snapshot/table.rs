@@ -199,8 +199,8 @@ fn key_kind(table: &TableId, c: &ColumnRow) -> Result<KeyKind, SnapshotError> {
                     return Err(SnapshotError::InvalidIdentifier { what: "collation" });
                 }
                 let pad_to = if pads_space(coll, c.pad_attribute.as_deref()) {
-                    // weights are taken at the column's length: without it the padded
-                    // comparison cannot be reproduced
+                    // the column's length: the canary's values must fit it, and a
+                    // multi-level collation is weighed at it (see `weighing`)
                     let n = c
                         .char_length
                         .and_then(|n| u32::try_from(n).ok())
