@@ -3,12 +3,16 @@
 # MariaDB (Debian's mariadb-server), each on a private loopback port with the binlog settings
 # capstan depends on.
 #
-#   deploy/dev/services.sh up       start both (idempotent: a running server is left alone)
-#   deploy/dev/services.sh down     stop both and release the chroot's mounts
+#   deploy/dev/services.sh up       start all (idempotent: a running server is left alone)
+#   deploy/dev/services.sh down     stop all and release the chroot's mounts
 #   deploy/dev/services.sh status   say what runs where; exit 1 if either is down
 #   deploy/dev/services.sh restart-mysql   stop and start MySQL only (data kept; idempotent)
 #   deploy/dev/services.sh env      print the connection settings tests read (eval-able)
 #   deploy/dev/services.sh reset    down, then wipe both data directories
+#
+# A third server, the MySQL *twin* (same chroot, its own data directory and server_uuid, on
+# CAPSTAN_MYSQL_TWIN_PORT), is a different server of the same flavour: the tests that prove
+# capstan notices when a connection reaches another server than the stream's use it.
 #
 # The package mirror is read from this machine's apt configuration (or CAPSTAN_DEBIAN_MIRROR);
 # no package host is named here. Everything lives under CAPSTAN_CACHE (default
@@ -21,6 +25,7 @@ RUN=$CACHE/run
 
 MYSQL_PORT=${CAPSTAN_MYSQL_PORT:-43306}
 MARIADB_PORT=${CAPSTAN_MARIADB_PORT:-43307}
+TWIN_PORT=${CAPSTAN_MYSQL_TWIN_PORT:-43308}
 # dev-only credentials for loopback servers; never reuse them anywhere else
 CAPSTAN_USER=capstan
 CAPSTAN_PASSWORD=capstan-dev-pw
@@ -32,6 +37,10 @@ MYSQL_DATA=/var/lib/capstan-mysql
 MYSQL_SOCK=/run/capstan-mysql.sock
 MYSQL_PID=/run/capstan-mysql.pid
 MYSQL_LOG=/var/log/capstan-mysql.err
+TWIN_DATA=/var/lib/capstan-mysql-twin
+TWIN_SOCK=/run/capstan-mysql-twin.sock
+TWIN_PID=/run/capstan-mysql-twin.pid
+TWIN_LOG=/var/log/capstan-mysql-twin.err
 # on the host
 MARIADB_DATA=$CACHE/mariadb-data
 MARIADB_SOCK=$RUN/mariadb.sock
@@ -78,7 +87,11 @@ chroot_mounts() {
 }
 
 chroot_unmount() {
-  local m
+  local m f
+  # a server still running in the chroot keeps its mounts (restart-mysql leaves the twin up)
+  for f in "$MYSQL_PID" "$TWIN_PID"; do
+    [[ -s $CHROOT$f ]] && kill -0 "$(cat "$CHROOT$f")" 2>/dev/null && return 0
+  done
   for m in dev proc; do
     if mountpoint -q "$CHROOT/$m" 2>/dev/null; then umount -l "$CHROOT/$m"; fi
   done
@@ -143,8 +156,8 @@ mysql_up() {
 
 # The accounts and grants, idempotent; applied by every `up`, also to a server already running.
 # capstan: replication, SELECT, and LOCK TABLES for the snapshot's brief per-chunk table lock.
-mysql_grants() {
-  mysql_cli <<SQL
+grants_sql() {
+  cat <<SQL
 CREATE USER IF NOT EXISTS '$CAPSTAN_USER'@'%' IDENTIFIED BY '$CAPSTAN_PASSWORD';
 GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT, LOCK TABLES ON *.* TO '$CAPSTAN_USER'@'%';
 GRANT XA_RECOVER_ADMIN ON *.* TO '$CAPSTAN_USER'@'%';
@@ -152,6 +165,8 @@ CREATE USER IF NOT EXISTS '$ADMIN_USER'@'%' IDENTIFIED BY '$ADMIN_PASSWORD';
 GRANT ALL ON *.* TO '$ADMIN_USER'@'%' WITH GRANT OPTION;
 SQL
 }
+
+mysql_grants() { mysql_cli <<<"$(grants_sql)"; }
 
 mysql_down() {
   if mysql_running; then
@@ -166,6 +181,59 @@ mysql_down() {
   fi
   rm -f "$CHROOT$MYSQL_PID" 2>/dev/null || true
   chroot_unmount
+}
+
+# ---------------------------------------------------------------- the MySQL twin (chroot)
+
+twin_cli() { chroot "$CHROOT" mysql --no-defaults -uroot --socket="$TWIN_SOCK" "$@"; }
+
+twin_running() {
+  [[ -d $CHROOT ]] || return 1
+  mountpoint -q "$CHROOT/proc" || return 1
+  twin_cli -Nse 'SELECT 1' >/dev/null 2>&1
+}
+
+twin_up() {
+  mysql_chroot
+  chroot_mounts
+  if twin_running; then log "mysql twin already running on 127.0.0.1:$TWIN_PORT"; twin_cli <<<"$(grants_sql)"; return; fi
+  if [[ ! -d $CHROOT$TWIN_DATA/mysql ]]; then
+    log "initialising the MySQL twin's data directory"
+    rm -rf "${CHROOT:?}$TWIN_DATA"
+    chroot "$CHROOT" mysqld --no-defaults --initialize-insecure --user=root --datadir="$TWIN_DATA" \
+      >"$CACHE/mysql-twin-init.log" 2>&1 || { tail -n 20 "$CACHE/mysql-twin-init.log" >&2; die "mysqld --initialize (twin) failed"; }
+  fi
+  log "starting the mysql twin on 127.0.0.1:$TWIN_PORT"
+  rm -f "$CHROOT$TWIN_SOCK" "$CHROOT$TWIN_PID"
+  setsid chroot "$CHROOT" mysqld --no-defaults --user=root --datadir="$TWIN_DATA" \
+    --socket="$TWIN_SOCK" --pid-file="$TWIN_PID" --log-error="$TWIN_LOG" \
+    --bind-address=127.0.0.1 --port="$TWIN_PORT" --mysqlx=OFF \
+    --secure-file-priv= --server-id=3 \
+    --gtid-mode=ON --enforce-gtid-consistency=ON --log-bin=binlog --binlog-format=ROW \
+    --binlog-row-image=FULL --binlog-row-metadata=FULL \
+    --innodb-buffer-pool-size=32M --innodb-flush-log-at-trx-commit=2 --sync-binlog=0 \
+    --max-connections=100 </dev/null >/dev/null 2>&1 &
+  local i
+  for i in $(seq 1 120); do
+    twin_running && break
+    sleep 0.5
+  done
+  twin_running || { tail -n 30 "$CHROOT$TWIN_LOG" >&2; die "the mysql twin did not come up"; }
+  twin_cli <<<"$(grants_sql)"
+}
+
+twin_down() {
+  if twin_running; then
+    log "stopping the mysql twin"
+    twin_cli -e 'SHUTDOWN' >/dev/null 2>&1 || true
+  fi
+  local pid i
+  pid=$(cat "$CHROOT$TWIN_PID" 2>/dev/null || true)
+  if [[ -n $pid ]]; then
+    for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$CHROOT$TWIN_PID" 2>/dev/null || true
 }
 
 # ---------------------------------------------------------------- MariaDB (host)
@@ -284,6 +352,11 @@ status() {
   else
     echo "mariadb  down"; rc=1
   fi
+  if twin_running; then
+    echo "mysql-twin up  127.0.0.1:$TWIN_PORT  $(twin_cli -Nse 'SELECT VERSION()')"
+  else
+    echo "mysql-twin down"; rc=1
+  fi
   return $rc
 }
 
@@ -301,6 +374,7 @@ export CAPSTAN_MARIADB_USER=$CAPSTAN_USER
 export CAPSTAN_MARIADB_PASSWORD=$CAPSTAN_PASSWORD
 export CAPSTAN_MARIADB_ADMIN_USER=$ADMIN_USER
 export CAPSTAN_MARIADB_ADMIN_PASSWORD=$ADMIN_PASSWORD
+export CAPSTAN_MYSQL_TWIN_PORT=$TWIN_PORT
 export CAPSTAN_MYSQL_CA_FILE=$CHROOT$MYSQL_DATA/ca.pem
 export CAPSTAN_MARIADB_CA_FILE=$MARIADB_CA
 ENV
@@ -310,13 +384,15 @@ case "${1:-}" in
   up)
     [[ $(id -u) -eq 0 ]] || die "run as root (chroot and bind mounts need it)"
     mysql_up
+    twin_up
     mariadb_up
     status
     ;;
   down)
+    twin_down
     mysql_down
     mariadb_down
-    log "both servers stopped"
+    log "all servers stopped"
     ;;
   restart-mysql)
     # stop + start MySQL only (its data kept): the source tests' server-restart case
@@ -327,9 +403,10 @@ case "${1:-}" in
   status) status ;;
   env) print_env ;;
   reset)
+    twin_down
     mysql_down
     mariadb_down
-    rm -rf "${CHROOT:?}$MYSQL_DATA" "$MARIADB_DATA"
+    rm -rf "${CHROOT:?}$MYSQL_DATA" "${CHROOT:?}$TWIN_DATA" "$MARIADB_DATA"
     log "data directories wiped"
     ;;
   *)

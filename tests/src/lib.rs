@@ -7,6 +7,7 @@
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used)]
 
 pub mod cluster;
+pub mod switch_proxy;
 
 use std::path::PathBuf;
 
@@ -82,6 +83,21 @@ fn from_env(name: &'static str, prefix: &str) -> Option<DbEnv> {
 /// The MySQL 9.x dev server, if configured.
 pub fn mysql() -> Option<DbEnv> {
     from_env("mysql", "CAPSTAN_MYSQL")
+}
+
+/// The MySQL *twin*: another MySQL dev server (its own data and `server_uuid`), with the
+/// accounts of [`mysql`], on `CAPSTAN_MYSQL_TWIN_PORT`.
+pub fn mysql_twin() -> Option<DbEnv> {
+    let db = mysql()?;
+    let Some(port) = std::env::var("CAPSTAN_MYSQL_TWIN_PORT").ok() else {
+        return skip_or_fail(
+            "CAPSTAN_MYSQL_TWIN_PORT is not set; run `eval \"$(deploy/dev/services.sh env)\"` after `deploy/dev/services.sh up`",
+        );
+    };
+    Some(DbEnv {
+        port: port.parse().expect("port is a number"),
+        ..db
+    })
 }
 
 /// The MariaDB dev server, if configured.

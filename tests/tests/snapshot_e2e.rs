@@ -1098,3 +1098,98 @@ async fn scenario_a12_a13(flavor: &'static str) {
         .await
         .unwrap();
 }
+
+// ---------------------------------------------------------------------------------------
+// The chunk connection must reach the stream's server: the source address (a proxy here,
+// a virtual IP or DNS name in production) starts pointing at another MySQL server, and the
+// chunk reader's reconnect lands there while the stream stays on the first. The snapshot
+// halts snapshot_source_mismatch instead of reading rows of a server it does not stream.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_chunk_reader_reaching_another_server_halts_source_mismatch() {
+    let Some(db) = flavor_db("mysql") else { return };
+    let Some(twin) = capstan_tests::mysql_twin() else {
+        return;
+    };
+    let mut admin = db.admin_conn().await;
+    let mut twin_admin = twin.admin_conn().await;
+    let a: String = admin
+        .query_first("SELECT @@server_uuid")
+        .await
+        .unwrap()
+        .unwrap();
+    let b: String = twin_admin
+        .query_first("SELECT @@server_uuid")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(a, b, "the twin is another server");
+    let schema = create_schema(&mut admin, "snapm").await;
+    seed_big(&mut admin, &schema, "t", 3000).await;
+    // the same table on the twin, so only the identity check can tell the two apart
+    let schema_on_twin = create_schema(&mut twin_admin, "snapm").await;
+    twin_admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema_on_twin)))
+        .await
+        .unwrap();
+    twin_admin
+        .query_drop(format!("CREATE DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+    seed_big(&mut twin_admin, &schema, "t", 3000).await;
+    let proxy = capstan_tests::switch_proxy::SwitchProxy::start(db.port).await;
+    let Some(world) = World::start(db.clone(), "mysql").await else {
+        return;
+    };
+    let name = format!("{schema}.t");
+    let mut def = world.definition(
+        "mismatch",
+        std::slice::from_ref(&name),
+        json!({"mode": "initial", "chunk_size": 100, "max_rows_per_second": 300}),
+        "at_least_once",
+        "sm",
+    );
+    def["source"]["port"] = json!(proxy.port);
+    world.create_and_resume(def).await;
+    world
+        .wait_status("mismatch", Duration::from_secs(60), "chunks read", |s| {
+            table_status(s, &name)["rows_done"].as_u64() > Some(0)
+        })
+        .await;
+    // from now on the address reaches the twin; the chunk connection (not the dump) is cut
+    proxy.switch_to(twin.port);
+    let ports = proxy.upstream_ports(db.port);
+    let rows: Vec<(u64, String, String)> = admin
+        .query("SELECT ID, HOST, COMMAND FROM information_schema.PROCESSLIST")
+        .await
+        .unwrap();
+    let mut killed = 0;
+    for (id, host, command) in rows {
+        let ours = host
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse::<u16>().ok())
+            .is_some_and(|p| ports.contains(&p));
+        if ours && !command.starts_with("Binlog Dump") {
+            admin.query_drop(format!("KILL {id}")).await.unwrap();
+            killed += 1;
+        }
+    }
+    assert!(killed >= 1, "the chunk connection was found and cut");
+    let st = world
+        .wait_status("mismatch", Duration::from_secs(60), "failed", |s| {
+            s["state"] == "failed"
+        })
+        .await;
+    assert_eq!(st["reason"], "snapshot_source_mismatch", "{st}");
+    assert!(
+        !proxy.upstream_ports(twin.port).is_empty(),
+        "the reconnect really reached the twin"
+    );
+    let done = table_status(&st, &name)["rows_done"].as_u64().unwrap();
+    assert!(done < 3000, "halted mid-snapshot: {st}");
+    for (conn, s) in [(&mut admin, &schema), (&mut twin_admin, &schema)] {
+        conn.query_drop(format!("DROP DATABASE {}", q(s)))
+            .await
+            .unwrap();
+    }
+}
