@@ -12,7 +12,7 @@ use std::time::Duration;
 use capstan_connectors::mysql::snapshot::{
     KeyColumn, KeyKind, KeyPart, PositionCapture, ReaderOptions, SnapshotReader, SnapshotTable,
 };
-use capstan_connectors::mysql::{TableFilter, TlsConfig, TlsMode};
+use capstan_connectors::mysql::{SourceClient, TableFilter, TlsConfig, TlsMode, ValidSourceConfig};
 use capstan_core::change::{Op, Row, TableId};
 use capstan_core::position::Flavor;
 use capstan_tests::{mariadb, mysql, unique_name, DbEnv};
@@ -1023,52 +1023,96 @@ async fn lock_wait_timeout_is_lock_unavailable() {
     drop_schema(&mut admin, &schema).await;
 }
 
-/// KNOWN LIMITATION, pinned so it flips loudly when fixed: `verify_ca` against the dev
-/// server's auto-generated certificate (no subject alternative name) is refused. mysql_async
-/// 0.37.1 forgives a host-name mismatch by matching "NotValidForName" in the rustls error's
-/// text, but rustls 0.23 reports `NotValidForNameContext`, whose text is "certificate not
-/// valid for name …": the host-name check cannot be switched off. The reader fails closed
-/// (`snapshot_query_connect_failed`), never connects unverified. `verify_none` and `disabled`
-/// work (every other test uses `verify_none`).
+fn with_tls(db: &DbEnv, mode: TlsMode, ca_file: Option<std::path::PathBuf>) -> ValidSourceConfig {
+    let mut raw = raw_config(db);
+    raw.tls = Some(TlsConfig {
+        mode: Some(mode),
+        ca_file,
+    });
+    raw.validate().unwrap()
+}
+
+/// `verify_ca` on the snapshot reader is the stream's (one TLS client, `tls.rs`): the chain is
+/// checked against `ca_file`, the host name is not (MySQL's auto-generated server certificate
+/// names no host; the dev servers are reached as 127.0.0.1). A snapshot reads over it on both
+/// servers, and the stream connects with the same configuration.
 #[tokio::test]
-async fn verify_ca_fails_closed_on_a_certificate_without_names() {
-    let Some(db) = mysql() else { return };
-    let ca = std::path::PathBuf::from(std::env::var("HOME").unwrap())
-        .join(".cache/capstan/mysql-sid-chroot/var/lib/capstan-mysql/ca.pem");
-    if !ca.is_file() {
-        let _: Option<()> = capstan_tests::skip_or_fail("the MySQL dev CA is not readable");
-        return;
+async fn verify_ca_snapshots_against_the_dev_ca() {
+    for db in servers() {
+        let Some(ca) = ca_file(&db) else { continue };
+        let config = with_tls(&db, TlsMode::VerifyCa, Some(ca));
+        SourceClient::open(&config, Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|e| panic!("{} stream verify_ca: {e}", db.name));
+        let (mut admin, schema) = setup(
+            &db,
+            "snap_tls",
+            "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10)); \
+             INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, NULL)",
+        )
+        .await;
+        let mut r = SnapshotReader::open(&config)
+            .await
+            .unwrap_or_else(|e| panic!("{} verify_ca: {e}", db.name));
+        assert!(!r.server_identity().await.unwrap().is_empty());
+        let d = r
+            .describe(&TableId::new(schema.clone(), "t"))
+            .await
+            .unwrap();
+        let (rows, shape) = read_all(&mut r, &d, 2).await;
+        assert_eq!(rows.len(), 3, "{}", db.name);
+        assert_eq!(shape, vec![(2, false), (1, true)], "{}", db.name);
+        drop_schema(&mut admin, &schema).await;
     }
-    let mut raw = raw_config(&db);
-    raw.tls = Some(TlsConfig {
-        mode: Some(TlsMode::VerifyCa),
-        ca_file: Some(ca),
-    });
-    let e = SnapshotReader::open(&raw.validate().unwrap())
-        .await
-        .expect_err("verify_ca now connects: mysql_async's host-name skip works; update this test");
-    assert_eq!(e.code(), "snapshot_query_connect_failed");
-    // a CA that did not sign the server certificate is refused too
-    let bogus = std::env::temp_dir().join(format!("{}.pem", unique_name("bogus_ca")));
-    std::fs::write(&bogus, "not a certificate").unwrap();
-    raw.tls = Some(TlsConfig {
-        mode: Some(TlsMode::VerifyCa),
-        ca_file: Some(bogus.clone()),
-    });
-    let e = SnapshotReader::open(&raw.validate().unwrap())
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), "snapshot_query_connect_failed");
-    let _ = std::fs::remove_file(bogus);
-    // tls disabled connects
-    raw.tls = Some(TlsConfig {
-        mode: Some(TlsMode::Disabled),
-        ca_file: None,
-    });
-    let mut r = SnapshotReader::open(&raw.validate().unwrap())
-        .await
-        .unwrap();
-    assert!(!r.server_identity().await.unwrap().is_empty());
+}
+
+/// `verify_ca` with a CA that did not sign the server's certificate (one of the same name and
+/// another key, the other dev server's CA), or a file that holds no certificate, is refused at
+/// the TLS handshake: a definite, value-free `snapshot_query_tls_failed` that names neither
+/// the file nor the account. `disabled` connects without TLS.
+#[tokio::test]
+async fn verify_ca_refuses_a_ca_that_did_not_sign_the_server_certificate() {
+    let all = servers();
+    for db in &all {
+        let mut wrong = Vec::new();
+        let same_name = match db.name {
+            "mariadb" => MARIADB_DEV_CA_NAME,
+            _ => "capstan-foreign-ca",
+        };
+        let foreign = std::env::temp_dir().join(format!("{}.pem", unique_name("foreign_ca")));
+        std::fs::write(&foreign, foreign_ca_pem(same_name)).unwrap();
+        wrong.push(foreign);
+        let bogus = std::env::temp_dir().join(format!("{}.pem", unique_name("bogus_ca")));
+        std::fs::write(&bogus, "not a certificate").unwrap();
+        wrong.push(bogus);
+        let own = ca_file(db);
+        if let Some(other) = all.iter().find(|o| o.name != db.name).and_then(ca_file) {
+            if Some(&other) != own.as_ref() {
+                wrong.push(other);
+            }
+        }
+        for ca in &wrong {
+            let e = SnapshotReader::open(&with_tls(db, TlsMode::VerifyCa, Some(ca.clone())))
+                .await
+                .expect_err("a CA that did not sign the certificate must be refused");
+            assert_eq!(e.code(), "snapshot_query_tls_failed", "{}: {e}", db.name);
+            assert!(!e.is_transient(), "{}: {e}", db.name);
+            let msg = e.to_string();
+            let file = ca.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(!msg.contains(&file), "{msg}");
+            assert!(
+                !msg.contains(&db.password) && !msg.contains(&db.user),
+                "{msg}"
+            );
+        }
+        for ca in wrong.iter().take(2) {
+            let _ = std::fs::remove_file(ca);
+        }
+        let mut r = SnapshotReader::open(&with_tls(db, TlsMode::Disabled, None))
+            .await
+            .unwrap();
+        assert!(!r.server_identity().await.unwrap().is_empty());
+    }
 }
 
 /// Every column type, written once, read back through the binlog and through `read_chunk`:

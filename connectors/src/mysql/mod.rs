@@ -25,11 +25,16 @@ pub mod payload;
 mod preconditions;
 #[cfg(test)]
 mod proptests;
+mod query_conn;
+#[cfg(test)]
+mod query_conn_tests;
+mod query_packets;
 mod replica_conn;
 pub mod snapshot;
 mod source_config;
 mod source_error;
 mod statement;
+mod stmt_cache;
 mod stream_reader;
 mod table_filter;
 mod table_schema;

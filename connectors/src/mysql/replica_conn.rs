@@ -22,7 +22,8 @@
 //! The queries run on this connection too, not on a mysql_async one: mysql_async 0.37's
 //! `skip_domain_validation` recognises rustls' name-mismatch error by its text, which no
 //! longer matches rustls 0.23's `NotValidForNameContext`, so VERIFY_CA against a
-//! certificate without names (MySQL's auto-generated one) fails there.
+//! certificate without names (MySQL's auto-generated one) fails there. For the same reason
+//! the snapshot's chunk reader runs on this client too (`query_conn`, ADR-0007).
 
 use std::sync::Arc;
 
@@ -49,8 +50,8 @@ const CLIENT_MAX_PACKET: u32 = 1 << 30;
 const COLLATION: u8 = 45;
 const READ_BUFFER: usize = 256 * 1024;
 
-trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+trait Io: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> Io for T {}
 
 /// A server error packet, kept for classification only: the message can quote statements
 /// and must never reach an error value or a log.
@@ -104,6 +105,21 @@ impl ReplicaConn {
     /// Connects, upgrades to TLS if configured, and authenticates (the caller bounds the
     /// time).
     pub(crate) async fn connect(config: &ValidSourceConfig) -> Result<ReplicaConn, SourceError> {
+        Self::connect_with(config, CapabilityFlags::empty())
+            .await
+            .map_err(|e| match e {
+                ServerOrIo::Server(err) => connect_refusal(&err),
+                ServerOrIo::Source(e) => e,
+            })
+    }
+
+    /// [`ReplicaConn::connect`] announcing `extra` capabilities as well (those the server
+    /// offers), keeping a server refusal as its error packet (the query connection
+    /// classifies it by code).
+    pub(crate) async fn connect_with(
+        config: &ValidSourceConfig,
+        extra: CapabilityFlags,
+    ) -> Result<ReplicaConn, ServerOrIo> {
         let tls_config = tls::client_config(&config.tls)?;
         let mut tcp = TcpStream::connect((config.host.as_str(), config.port))
             .await
@@ -113,7 +129,7 @@ impl ReplicaConn {
         let mut first = Vec::new();
         read_packet(&mut tcp, &mut seq, &mut first).await?;
         if first.first() == Some(&0xFF) {
-            return Err(connect_refusal(&parse_err(&first)));
+            return Err(ServerOrIo::Server(parse_err(&first)));
         }
         let hs: HandshakePacket<'_> =
             ParseBuf(&first)
@@ -127,9 +143,10 @@ impl ReplicaConn {
         let plugin = match hs.auth_plugin() {
             None | Some(AuthPlugin::MysqlNativePassword) => Plugin::Native,
             Some(AuthPlugin::CachingSha2Password) => Plugin::CachingSha2,
-            Some(_) => return Err(SourceError::AuthenticationFailed),
+            Some(_) => return Err(SourceError::AuthenticationFailed.into()),
         };
-        let mut caps = CapabilityFlags::CLIENT_PROTOCOL_41
+        let mut caps = extra
+            | CapabilityFlags::CLIENT_PROTOCOL_41
             | CapabilityFlags::CLIENT_SECURE_CONNECTION
             | CapabilityFlags::CLIENT_PLUGIN_AUTH
             | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
@@ -143,7 +160,8 @@ impl ReplicaConn {
                 if !hs.capabilities().contains(CapabilityFlags::CLIENT_SSL) {
                     return Err(SourceError::TlsFailed {
                         reason: "server offers no tls",
-                    });
+                    }
+                    .into());
                 }
                 caps |= CapabilityFlags::CLIENT_SSL;
                 let mut req = Vec::new();
@@ -153,8 +171,13 @@ impl ReplicaConn {
                 let stream = tokio_rustls::TlsConnector::from(Arc::clone(cfg))
                     .connect(name, tcp)
                     .await
-                    .map_err(|_| SourceError::TlsFailed {
-                        reason: "handshake",
+                    .map_err(|e| match e.kind() {
+                        // rustls refused the peer (certificate, protocol): definite
+                        std::io::ErrorKind::InvalidData => SourceError::TlsFailed {
+                            reason: "handshake",
+                        },
+                        // the socket failed during the handshake: retried like any other
+                        _ => SourceError::io(&e),
                     })?;
                 Box::new(stream)
             }
@@ -206,13 +229,13 @@ impl ReplicaConn {
         mut plugin: Plugin,
         mut nonce: Vec<u8>,
         password: &[u8],
-    ) -> Result<(), SourceError> {
+    ) -> Result<(), ServerOrIo> {
         let mut buf = Vec::new();
         for _ in 0..8 {
             self.read(&mut buf).await?;
             match buf.first() {
                 Some(0x00) => return Ok(()),
-                Some(0xFF) => return Err(connect_refusal(&parse_err(&buf))),
+                Some(0xFF) => return Err(ServerOrIo::Server(parse_err(&buf))),
                 Some(0xFE) => {
                     // AuthSwitchRequest: plugin name NUL, then the new nonce (NUL-terminated)
                     let rest = buf.get(1..).unwrap_or_default();
@@ -220,7 +243,7 @@ impl ReplicaConn {
                     plugin = match &rest[..end] {
                         b"mysql_native_password" => Plugin::Native,
                         b"caching_sha2_password" => Plugin::CachingSha2,
-                        _ => return Err(SourceError::AuthenticationFailed),
+                        _ => return Err(SourceError::AuthenticationFailed.into()),
                     };
                     let data = rest.get(end + 1..).unwrap_or_default();
                     nonce = match data {
@@ -233,12 +256,12 @@ impl ReplicaConn {
                 Some(0x01) if plugin == Plugin::CachingSha2 => match buf.get(1) {
                     Some(0x03) => {} // fast auth succeeded; OK follows
                     Some(0x04) => self.full_sha2_auth(&nonce, password).await?,
-                    _ => return Err(SourceError::UnexpectedPacket { site: "auth" }),
+                    _ => return Err(SourceError::UnexpectedPacket { site: "auth" }.into()),
                 },
-                _ => return Err(SourceError::UnexpectedPacket { site: "auth" }),
+                _ => return Err(SourceError::UnexpectedPacket { site: "auth" }.into()),
             }
         }
-        Err(SourceError::UnexpectedPacket { site: "auth" })
+        Err(SourceError::UnexpectedPacket { site: "auth" }.into())
     }
 
     async fn full_sha2_auth(&mut self, nonce: &[u8], password: &[u8]) -> Result<(), SourceError> {
@@ -262,6 +285,19 @@ impl ReplicaConn {
         }
         let encrypted = mysql_common::crypto::encrypt(&clear, key.get(1..).unwrap_or_default());
         self.write(&encrypted).await
+    }
+
+    /// A connection over `io`, as after authentication (unit tests script the server).
+    #[cfg(test)]
+    pub(crate) fn over(
+        io: impl AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static,
+    ) -> ReplicaConn {
+        ReplicaConn {
+            io: BufReader::with_capacity(READ_BUFFER, Box::new(io)),
+            seq: 0,
+            server_version: String::new(),
+            tls: false,
+        }
     }
 
     /// Runs a statement that returns no rows (`SET …`).

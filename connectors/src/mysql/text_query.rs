@@ -45,22 +45,27 @@ pub(crate) async fn query_rows(
         if buf.first() == Some(&0xFF) {
             return Err(ServerOrIo::Server(parse_err(&buf)));
         }
-        let mut row = Vec::with_capacity(columns);
-        let mut rest: &[u8] = &buf;
-        for _ in 0..columns {
-            if rest.first() == Some(&0xFB) {
-                row.push(None);
-                rest = rest.get(1..).unwrap_or_default();
-                continue;
-            }
-            let (len, used) = lenenc_int(rest).ok_or_else(unexpected)?;
-            let len = usize::try_from(len).map_err(|_| unexpected())?;
-            let value = rest.get(used..used + len).ok_or_else(unexpected)?;
-            row.push(Some(String::from_utf8_lossy(value).into_owned()));
-            rest = rest.get(used + len..).unwrap_or_default();
-        }
-        rows.push(row);
+        rows.push(text_row(&buf, columns).ok_or_else(unexpected)?);
     }
+}
+
+/// One text-protocol row packet of `columns` values; `None` if a length overruns it.
+fn text_row(packet: &[u8], columns: usize) -> Option<TextRow> {
+    let mut row = Vec::with_capacity(columns.min(4096));
+    let mut rest = packet;
+    for _ in 0..columns {
+        if rest.first() == Some(&0xFB) {
+            row.push(None);
+            rest = rest.get(1..).unwrap_or_default();
+            continue;
+        }
+        let (len, used) = lenenc_int(rest)?;
+        let len = usize::try_from(len).ok()?;
+        let value = rest.get(used..used.checked_add(len)?)?;
+        row.push(Some(String::from_utf8_lossy(value).into_owned()));
+        rest = rest.get(used + len..).unwrap_or_default();
+    }
+    Some(row)
 }
 
 /// Runs `sql` and returns its first row with every value as text (NULL as empty).
@@ -85,12 +90,13 @@ fn unexpected() -> ServerOrIo {
     })
 }
 
-fn is_eof(packet: &[u8]) -> bool {
+/// An EOF packet (`0xFE`, shorter than a row that starts with an 8-byte length).
+pub(crate) fn is_eof(packet: &[u8]) -> bool {
     packet.first() == Some(&0xFE) && packet.len() < 9
 }
 
 /// A length-encoded integer at the start of `b`: its value and how many bytes it took.
-fn lenenc_int(b: &[u8]) -> Option<(u64, usize)> {
+pub(crate) fn lenenc_int(b: &[u8]) -> Option<(u64, usize)> {
     let first = *b.first()?;
     let wide = |n: usize| -> Option<(u64, usize)> {
         let bytes = b.get(1..=n)?;
@@ -123,5 +129,18 @@ mod tests {
         assert_eq!(lenenc_int(&[0xFB]), None);
         assert!(is_eof(&[0xFE, 0, 0, 2, 0]));
         assert!(!is_eof(&[0xFE, 0, 0, 0, 0, 0, 0, 0, 0, 0]));
+    }
+
+    #[test]
+    fn text_rows_are_bounds_checked() {
+        let row = text_row(&[1, b'a', 0xFB, 0], 3).unwrap();
+        assert_eq!(row, vec![Some("a".into()), None, Some(String::new())]);
+        assert_eq!(text_row(&[5, b'a'], 1), None);
+        assert_eq!(text_row(&[1, b'a'], 2), None);
+        assert_eq!(
+            text_row(&[0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], 1),
+            None
+        );
+        assert_eq!(text_row(&[0xFF], 1), None);
     }
 }

@@ -7,6 +7,8 @@
 
 use capstan_core::change::TableId;
 
+use crate::mysql::replica_conn::ServerOrIo;
+
 /// A refusal or failure of the snapshot reader.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SnapshotError {
@@ -106,8 +108,15 @@ pub enum SnapshotError {
     /// Connecting the query connection (or its session setup) failed.
     #[error("snapshot query connection failed: server error {code}")]
     ConnectFailed {
-        /// The server error code (0 for a socket, TLS or protocol failure).
+        /// The server error code (0 for a socket or protocol failure).
         code: u16,
+    },
+    /// The query connection's TLS handshake refused the server (certificate not signed by
+    /// the configured CA, no TLS offered, unreadable CA file): definite, as for the stream.
+    #[error("snapshot query connection tls failed: {reason}")]
+    TlsFailed {
+        /// What failed, value-free.
+        reason: &'static str,
     },
     /// Reading the executed position (P0) failed or returned something unreadable.
     #[error("snapshot executed position read failed: server error {code}")]
@@ -165,6 +174,7 @@ impl SnapshotError {
             SnapshotError::CursorShapeMismatch { .. } => "snapshot_cursor_shape_mismatch",
             SnapshotError::CaptureUnsupported { .. } => "snapshot_capture_unsupported",
             SnapshotError::ConnectFailed { .. } => "snapshot_query_connect_failed",
+            SnapshotError::TlsFailed { .. } => "snapshot_query_tls_failed",
             SnapshotError::PositionReadFailed { .. } => "snapshot_bootstrap_gtid_read_failed",
             SnapshotError::ChunkReadFailed { .. } => "snapshot_chunk_read_failed",
             SnapshotError::QueryFailed { .. } => "snapshot_query_failed",
@@ -197,12 +207,12 @@ fn is_transient_code(code: u16) -> bool {
     )
 }
 
-/// The server error code of a mysql_async error (0 for anything else). The error's message
-/// is dropped here: it can quote statements and values.
-pub(crate) fn server_code(e: &mysql_async::Error) -> u16 {
+/// The server error code of a failed query (0 for anything else). The server's message is
+/// never read here: it can quote statements and values.
+pub(crate) fn server_code(e: &ServerOrIo) -> u16 {
     match e {
-        mysql_async::Error::Server(s) => s.code,
-        _ => 0,
+        ServerOrIo::Server(s) => s.code,
+        ServerOrIo::Source(_) => 0,
     }
 }
 

@@ -1,5 +1,7 @@
-//! [`SnapshotReader`]: the I/O half of the initial snapshot, on one persistent mysql_async
-//! connection (binary protocol, so values come back typed).
+//! [`SnapshotReader`]: the I/O half of the initial snapshot, on one persistent query
+//! connection of the source's own protocol client (`QueryConn`: the stream's TLS, so
+//! `verify_ca` checks the chain and not the host name; prepared statements, so values come
+//! back typed; several statements per round trip).
 //!
 //! Session: REPEATABLE READ (a consistent snapshot needs it), `time_zone = '+00:00'`
 //! (TIMESTAMPs read as UTC), `character_set_results = NULL` (character data arrives as
@@ -14,8 +16,7 @@ use std::time::{Duration, Instant};
 
 use capstan_core::change::{Row, TableId};
 use capstan_core::position::{Flavor, Position};
-use mysql_async::prelude::*;
-use mysql_async::{Conn, OptsBuilder, Params, SslOpts};
+use mysql_common::params::Params;
 
 use super::canary::canary_values;
 use super::chunk::{Chunk, PositionCapture, ReaderOptions};
@@ -30,7 +31,11 @@ use super::table::{describe_from, ColumnRow, IndexRow, SnapshotTable, TableLayou
 use super::weighing::Weighing;
 use super::{executed_position_sql, server_identity_sql};
 use crate::mysql::connect::detect_flavor;
-use crate::mysql::source_config::{FlavorChoice, TlsChoice, ValidSourceConfig};
+use crate::mysql::query_conn::QueryConn;
+use crate::mysql::query_packets::BinaryRow;
+use crate::mysql::replica_conn::ServerOrIo;
+use crate::mysql::source_config::{FlavorChoice, ValidSourceConfig};
+use crate::mysql::source_error::SourceError;
 use crate::mysql::table_filter::TableFilter;
 
 /// At most this many rows are reserved up front for a chunk.
@@ -42,7 +47,7 @@ const WEIGHT_BATCH: usize = 500;
 /// The snapshot reader. See the module documentation.
 #[derive(Debug)]
 pub struct SnapshotReader {
-    conn: Conn,
+    conn: QueryConn,
     flavor: Flavor,
     capture: PositionCapture,
     layouts: HashMap<TableId, Arc<TableLayout>>,
@@ -50,22 +55,15 @@ pub struct SnapshotReader {
     weighings: HashMap<KeyKind, Weighing>,
 }
 
-fn ssl_opts(tls: &TlsChoice) -> Option<SslOpts> {
-    match tls {
-        TlsChoice::Disabled => None,
-        TlsChoice::VerifyNone => Some(SslOpts::default().with_danger_accept_invalid_certs(true)),
-        TlsChoice::VerifyCa(path) => Some(
-            SslOpts::default()
-                .with_root_certs(vec![path.clone().into()])
-                .with_disable_built_in_roots(true)
-                .with_danger_skip_domain_validation(true),
-        ),
-    }
-}
-
-fn connect_err(e: &mysql_async::Error) -> SnapshotError {
-    SnapshotError::ConnectFailed {
-        code: server_code(e),
+fn connect_err(e: &ServerOrIo) -> SnapshotError {
+    match e {
+        // a refused certificate or handshake: definite, like the stream's
+        ServerOrIo::Source(SourceError::TlsFailed { reason }) => {
+            SnapshotError::TlsFailed { reason }
+        }
+        e => SnapshotError::ConnectFailed {
+            code: server_code(e),
+        },
     }
 }
 
@@ -105,15 +103,7 @@ impl SnapshotReader {
         config: &ValidSourceConfig,
         options: ReaderOptions,
     ) -> Result<Self, SnapshotError> {
-        let opts = OptsBuilder::default()
-            .ip_or_hostname(config.host.clone())
-            .tcp_port(config.port)
-            .user(Some(config.user.clone()))
-            .pass(Some(config.password.expose().to_string()))
-            .ssl_opts(ssl_opts(&config.tls))
-            .prefer_socket(false)
-            .stmt_cache_size(64);
-        let mut conn = tokio::time::timeout(config.stream_timeout, Conn::new(opts))
+        let mut conn = tokio::time::timeout(config.stream_timeout, QueryConn::connect(config))
             .await
             .map_err(|_| SnapshotError::ConnectFailed { code: 0 })?
             .map_err(|e| connect_err(&e))?;
@@ -148,9 +138,10 @@ impl SnapshotReader {
                 options.lock_wait_timeout_s.max(1)
             ),
         ];
-        for sql in setup {
-            conn.query_drop(sql).await.map_err(|e| connect_err(&e))?;
-        }
+        // one round trip
+        conn.query_drop(setup.join("; "))
+            .await
+            .map_err(|e| connect_err(&e))?;
         Ok(SnapshotReader {
             conn,
             flavor,
@@ -247,7 +238,7 @@ impl SnapshotReader {
 
     async fn describe_layout(&mut self, table: &TableId) -> Result<TableLayout, SnapshotError> {
         let q = |site: &'static str| {
-            move |e: mysql_async::Error| SnapshotError::QueryFailed {
+            move |e: ServerOrIo| SnapshotError::QueryFailed {
                 site,
                 code: server_code(&e),
             }
@@ -428,15 +419,15 @@ impl SnapshotReader {
                     quote_table(table),
                     executed_position_sql(self.flavor)
                 );
-                let result = self.conn.query_iter(lock_and_read).await.map_err(|e| {
-                    SnapshotError::LockUnavailable {
+                start_batch(&mut self.conn, &lock_and_read)
+                    .await
+                    .map_err(|e| SnapshotError::LockUnavailable {
                         table: table.clone(),
                         code: server_code(&e),
-                    }
-                })?;
+                    })?;
                 // LOCK TABLES has returned: the lock is held
                 let locked = Instant::now();
-                let g = second_result_text(result).await;
+                let g = second_result_text(&mut self.conn).await;
                 let g = match g {
                     Ok(Some(text)) => parse_position(self.flavor, &text),
                     Ok(None) => None,
@@ -455,31 +446,26 @@ impl SnapshotReader {
                 };
                 // starting the transaction releases the table lock (after the lock is gone
                 // the view is taken: it holds every change of the table up to G, maybe more)
-                let started = self
-                    .conn
-                    .query_iter(format!("{start}; UNLOCK TABLES"))
-                    .await;
+                let started = start_batch(&mut self.conn, &format!("{start}; UNLOCK TABLES")).await;
                 let held = locked.elapsed();
-                let result = match started {
-                    Ok(result) => result,
-                    Err(e) => {
-                        let _ = self.conn.query_drop("UNLOCK TABLES").await;
-                        return Err(chunk_err(table, "start transaction", &e));
-                    }
-                };
-                result
+                if let Err(e) = started {
+                    let _ = self.conn.query_drop("UNLOCK TABLES").await;
+                    return Err(chunk_err(table, "start transaction", &e));
+                }
+                self.conn
                     .drop_result()
                     .await
                     .map_err(|e| chunk_err(table, "unlock", &e))?;
                 Ok((g, Some(held)))
             }
             PositionCapture::BinlogSnapshot => {
-                let result = self
-                    .conn
-                    .query_iter(format!("{start}; SHOW STATUS LIKE 'binlog_snapshot_%'"))
-                    .await
-                    .map_err(|e| chunk_err(table, "start transaction", &e))?;
-                let status = second_result_pairs(result).await;
+                start_batch(
+                    &mut self.conn,
+                    &format!("{start}; SHOW STATUS LIKE 'binlog_snapshot_%'"),
+                )
+                .await
+                .map_err(|e| chunk_err(table, "start transaction", &e))?;
+                let status = second_result_pairs(&mut self.conn).await;
                 let g = match status {
                     Ok(status) => self.binlog_snapshot_position(table, &status).await,
                     Err(e) => Err(chunk_err(table, "binlog snapshot", &e)),
@@ -532,16 +518,15 @@ impl SnapshotReader {
         &mut self,
         layout: &TableLayout,
         sql: &str,
-        params: Vec<mysql_async::Value>,
+        params: Vec<mysql_common::Value>,
         capacity: usize,
     ) -> Result<Vec<Row>, SnapshotError> {
         let id = &layout.table.id;
-        let mut result = self
+        let columns = self
             .conn
-            .exec_iter(sql, Params::Positional(params))
+            .exec_stream(sql, &params)
             .await
             .map_err(|e| chunk_err(id, "select", &e))?;
-        let columns = result.columns().unwrap_or_else(|| Arc::from(Vec::new()));
         let drift = |reason| SnapshotError::SchemaDrifted {
             table: id.clone(),
             reason,
@@ -557,18 +542,21 @@ impl SnapshotReader {
                 return Err(drift("column type"));
             }
         }
-        // each row is converted as it arrives, while the server keeps sending the next ones
+        // each row is converted straight from its packet as it arrives, while the server
+        // keeps sending the next ones
         let mut rows = Vec::with_capacity(capacity);
         loop {
-            let raw = match result.next().await {
+            let raw = match self.conn.next_row().await {
                 Ok(Some(raw)) => raw,
                 Ok(None) => break,
                 Err(e) => return Err(chunk_err(id, "select", &e)),
             };
-            match convert_row(layout, raw) {
+            let converted = convert_row(layout, &raw);
+            drop(raw);
+            match converted {
                 Ok(row) => rows.push(row),
                 Err(e) => {
-                    let _ = result.drop_result().await;
+                    let _ = self.conn.drop_result().await;
                     return Err(e);
                 }
             }
@@ -692,14 +680,23 @@ fn rank_matches_weights(rows: &[(u64, u64, Vec<u8>)]) -> bool {
         .all(|w| w[0].1.cmp(&w[1].1) == w[0].2.cmp(&w[1].2))
 }
 
+/// Sends a batch of statements and reads the first one's result (it returns no rows): an
+/// error here is the first statement's, and the server ran nothing after it. The caller reads
+/// the rest ([`QueryConn::next_result`]).
+async fn start_batch(conn: &mut QueryConn, sql: &str) -> Result<(), ServerOrIo> {
+    conn.query(sql).await?;
+    conn.next_result::<mysql_common::Row>().await?;
+    Ok(())
+}
+
 /// The first column of the first row of a two-statement batch's second result (the first
-/// statement returns no rows); the rest of the batch is read and dropped.
-async fn second_result_text(
-    mut result: mysql_async::QueryResult<'_, '_, mysql_async::TextProtocol>,
-) -> Result<Option<String>, mysql_async::Error> {
-    result.collect::<mysql_async::Row>().await?;
-    let rows: Vec<mysql_async::Row> = result.collect().await?;
-    result.drop_result().await?;
+/// was read by [`start_batch`]); the rest of the batch is read and dropped.
+async fn second_result_text(conn: &mut QueryConn) -> Result<Option<String>, ServerOrIo> {
+    let rows = conn
+        .next_result::<mysql_common::Row>()
+        .await?
+        .unwrap_or_default();
+    conn.drop_result().await?;
     Ok(rows
         .first()
         .and_then(|r| r.get_opt::<String, _>(0))
@@ -707,28 +704,28 @@ async fn second_result_text(
 }
 
 /// The (name, value) rows of a two-statement batch's second result (`SHOW STATUS`).
-async fn second_result_pairs(
-    mut result: mysql_async::QueryResult<'_, '_, mysql_async::TextProtocol>,
-) -> Result<Vec<(String, String)>, mysql_async::Error> {
-    result.collect::<mysql_async::Row>().await?;
-    let rows: Vec<(String, String)> = result.collect().await?;
-    result.drop_result().await?;
+async fn second_result_pairs(conn: &mut QueryConn) -> Result<Vec<(String, String)>, ServerOrIo> {
+    let rows = conn.next_result().await?.unwrap_or_default();
+    conn.drop_result().await?;
     Ok(rows)
 }
 
-/// One chunk row: every value converted as the binlog decoder would produce it.
-fn convert_row(layout: &TableLayout, raw: mysql_async::Row) -> Result<Row, SnapshotError> {
-    let raw = raw.unwrap_raw();
+/// One chunk row, read from its packet: every value converted as the binlog decoder would
+/// produce it.
+fn convert_row(layout: &TableLayout, raw: &BinaryRow<'_>) -> Result<Row, SnapshotError> {
     let mut values = Vec::with_capacity(raw.len());
-    for (v, info) in raw.into_iter().zip(&layout.columns) {
-        let value =
-            convert(info.kind, v.unwrap_or(mysql_async::Value::NULL)).map_err(|reason| {
-                SnapshotError::ValueDecodeFailed {
-                    table: layout.table.id.clone(),
-                    column: info.name.clone(),
-                    reason,
-                }
-            })?;
+    for (v, info) in raw.values().zip(&layout.columns) {
+        // a value overrunning its packet is a read failure (as a broken stream was)
+        let v = v.map_err(|_| SnapshotError::ChunkReadFailed {
+            table: layout.table.id.clone(),
+            site: "select",
+            code: 0,
+        })?;
+        let value = convert(info.kind, v).map_err(|reason| SnapshotError::ValueDecodeFailed {
+            table: layout.table.id.clone(),
+            column: info.name.clone(),
+            reason,
+        })?;
         values.push(value);
     }
     Row::new(Arc::clone(&layout.table.columns), values).map_err(|_| SnapshotError::SchemaDrifted {
@@ -737,7 +734,7 @@ fn convert_row(layout: &TableLayout, raw: mysql_async::Row) -> Result<Row, Snaps
     })
 }
 
-fn chunk_err(table: &TableId, site: &'static str, e: &mysql_async::Error) -> SnapshotError {
+fn chunk_err(table: &TableId, site: &'static str, e: &ServerOrIo) -> SnapshotError {
     SnapshotError::ChunkReadFailed {
         table: table.clone(),
         site,
