@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use capstan_connectors::mysql::{
-    FlavorChoice, SourceConfig, TableFilter, TlsChoice, ValidSourceConfig, XaMode,
+    FlavorChoice, SourceConfig, TableFilter, ValidSourceConfig, XaMode,
 };
 use capstan_core::change::TableId;
 use capstan_core::position::{Flavor, Position};
@@ -274,16 +274,6 @@ impl PipelineSpec {
                 max_prepared: self.max_prepared_transactions as usize,
             },
         };
-        if snapshot.is_some() && matches!(source.tls, TlsChoice::VerifyCa(_)) {
-            // the chunk reader's client (mysql_async 0.37.1) cannot skip the host-name check
-            // on rustls (blackbeam/mysql_async#404, fixed upstream, unreleased): it would
-            // refuse every server certificate without a matching name
-            return Err(PipelineSpecError::new(
-                "source.tls.mode",
-                "verify_ca is not available with a snapshot yet; use verify_none or disabled, \
-                 or snapshot mode never",
-            ));
-        }
         if snapshot.is_some() && matches!(start, StartAt::Position(_)) {
             return Err(PipelineSpecError::new(
                 "start_position",
@@ -466,6 +456,7 @@ fn redact_serde_message(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capstan_connectors::mysql::TlsChoice;
     use serde_json::json;
 
     fn good() -> serde_json::Value {
@@ -617,10 +608,13 @@ mod tests {
         v["snapshot"] = json!({"mode": "when_needed"});
         v["kafka"]["delivery"] = json!("exactly_once");
         assert_eq!(err(v).field, "snapshot.mode");
+        // verify_ca works for the snapshot too (its reader is on the stream's TLS client)
         let mut v = good();
         v["snapshot"] = json!({"mode": "initial"});
         v["source"]["tls"] = json!({"mode": "verify_ca", "ca_file": "/etc/ca.pem"});
-        assert_eq!(err(v).field, "source.tls.mode");
+        let spec = PipelineSpec::from_json(v).unwrap().validate().unwrap();
+        assert!(matches!(spec.source.tls, TlsChoice::VerifyCa(_)));
+        assert!(spec.snapshot.is_some());
         let mut v = good();
         v["snapshot"] = json!({"mode": "initial"});
         v["kafka"]["delivery"] = json!("exactly_once");
