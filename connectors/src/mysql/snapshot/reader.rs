@@ -68,20 +68,20 @@ fn connect_err(e: &ServerOrIo) -> SnapshotError {
 }
 
 /// Text of an `information_schema` value.
-fn opt_str(v: Option<&mysql_async::Value>) -> Option<String> {
+fn opt_str(v: Option<&mysql_common::Value>) -> Option<String> {
     match v? {
-        mysql_async::Value::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        mysql_async::Value::Int(i) => Some(i.to_string()),
-        mysql_async::Value::UInt(u) => Some(u.to_string()),
+        mysql_common::Value::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        mysql_common::Value::Int(i) => Some(i.to_string()),
+        mysql_common::Value::UInt(u) => Some(u.to_string()),
         _ => None,
     }
 }
 
-fn opt_u64(v: Option<&mysql_async::Value>) -> Option<u64> {
+fn opt_u64(v: Option<&mysql_common::Value>) -> Option<u64> {
     match v? {
-        mysql_async::Value::Int(i) => u64::try_from(*i).ok(),
-        mysql_async::Value::UInt(u) => Some(*u),
-        mysql_async::Value::Bytes(b) => std::str::from_utf8(b).ok()?.trim().parse().ok(),
+        mysql_common::Value::Int(i) => u64::try_from(*i).ok(),
+        mysql_common::Value::UInt(u) => Some(*u),
+        mysql_common::Value::Bytes(b) => std::str::from_utf8(b).ok()?.trim().parse().ok(),
         _ => None,
     }
 }
@@ -244,7 +244,7 @@ impl SnapshotReader {
             }
         };
         let ids = (table.schema.as_str(), table.table.as_str());
-        let info: Option<mysql_async::Row> = self
+        let info: Option<mysql_common::Row> = self
             .conn
             .exec_first(
                 "SELECT TABLE_TYPE, TABLE_ROWS FROM information_schema.TABLES \
@@ -271,7 +271,7 @@ impl SnapshotReader {
             Flavor::Mysql => "co.PAD_ATTRIBUTE",
             Flavor::Mariadb => "NULL",
         };
-        let rows: Vec<mysql_async::Row> = self
+        let rows: Vec<mysql_common::Row> = self
             .conn
             .exec(
                 format!(
@@ -309,7 +309,7 @@ impl SnapshotReader {
                 }
             })
             .collect();
-        let rows: Vec<mysql_async::Row> = self
+        let rows: Vec<mysql_common::Row> = self
             .conn
             .exec(
                 "SELECT INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, SUB_PART \
@@ -372,7 +372,7 @@ impl SnapshotReader {
             }
         };
         let limit = u64::from(chunk_size.max(1)) + 1;
-        params.push(mysql_async::Value::UInt(limit));
+        params.push(mysql_common::Value::UInt(limit));
         let sql = chunk_select(&layout, after.is_some());
         let (position, lock_held) = self.capture_position(&table.id).await?;
         let capacity = usize::try_from(limit)
@@ -609,8 +609,8 @@ impl SnapshotReader {
         let mut out = Vec::with_capacity(values.len());
         for batch in values.chunks(WEIGHT_BATCH) {
             let sql = weights_select(&column.kind, &weighing, batch.len());
-            let params: Vec<mysql_async::Value> = batch.iter().map(|v| hex_param(v)).collect();
-            let row: Option<mysql_async::Row> = self
+            let params: Vec<mysql_common::Value> = batch.iter().map(|v| hex_param(v)).collect();
+            let row: Option<mysql_common::Row> = self
                 .conn
                 .exec_first(sql, Params::Positional(params))
                 .await
@@ -620,7 +620,7 @@ impl SnapshotReader {
             let row = row.ok_or(SnapshotError::WeightFailed { code: 0 })?;
             for v in row.unwrap_raw() {
                 match v {
-                    Some(mysql_async::Value::Bytes(w)) => out.push(
+                    Some(mysql_common::Value::Bytes(w)) => out.push(
                         weighing
                             .finish(w)
                             .ok_or(SnapshotError::WeightFailed { code: 0 })?,
@@ -648,7 +648,7 @@ impl SnapshotReader {
         let weighing = self.weighing(&column.kind).await?;
         let canary = canary_values(&column.kind);
         let sql = canary_select(&column.kind, &weighing, canary.len());
-        let params: Vec<mysql_async::Value> = canary.iter().map(|v| hex_param(v)).collect();
+        let params: Vec<mysql_common::Value> = canary.iter().map(|v| hex_param(v)).collect();
         let rows: Vec<(u64, u64, Vec<u8>)> = self
             .conn
             .exec(sql, Params::Positional(params))

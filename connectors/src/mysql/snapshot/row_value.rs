@@ -11,9 +11,9 @@
 //! spatial values split into SRID and WKB, VECTOR as little-endian f32s.
 
 use capstan_core::change::{Date, DateTime, Time, Value};
-use mysql_async::consts::{ColumnFlags, ColumnType};
-use mysql_async::Column;
-use mysql_async::Value as Wire;
+use mysql_common::constants::{ColumnFlags, ColumnType};
+use mysql_common::packets::Column;
+use mysql_common::Value as Wire;
 
 use super::key::strip_trailing_zeros;
 use super::table::ColKind;

@@ -88,16 +88,16 @@ pub(crate) fn chunk_select(layout: &TableLayout, with_after: bool) -> String {
 pub(crate) fn chunk_params(
     layout: &TableLayout,
     after: &[KeyPart],
-) -> Option<Vec<mysql_async::Value>> {
+) -> Option<Vec<mysql_common::Value>> {
     if !layout.table.key.accepts(after) {
         return None;
     }
-    let values: Vec<mysql_async::Value> = after
+    let values: Vec<mysql_common::Value> = after
         .iter()
         .zip(&layout.fixed_len)
         .map(|(part, fixed)| match part {
-            KeyPart::Int(v) => mysql_async::Value::Int(*v),
-            KeyPart::UInt(v) => mysql_async::Value::UInt(*v),
+            KeyPart::Int(v) => mysql_common::Value::Int(*v),
+            KeyPart::UInt(v) => mysql_common::Value::UInt(*v),
             KeyPart::Bytes(b) => {
                 let mut b = b.clone();
                 if let Some(n) = fixed {
@@ -118,14 +118,14 @@ pub(crate) fn chunk_params(
 }
 
 /// A byte string as the hex text `UNHEX(?)` reads.
-pub(crate) fn hex_param(bytes: &[u8]) -> mysql_async::Value {
+pub(crate) fn hex_param(bytes: &[u8]) -> mysql_common::Value {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = Vec::with_capacity(bytes.len() * 2);
     for &b in bytes {
         out.push(HEX[usize::from(b >> 4)]);
         out.push(HEX[usize::from(b & 0xf)]);
     }
-    mysql_async::Value::Bytes(out)
+    mysql_common::Value::Bytes(out)
 }
 
 /// `SELECT <weight of placeholder>, …` for `n` values, weighed by `weighing`.
@@ -234,8 +234,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(params.len(), 6);
-        assert_eq!(params[2], mysql_async::Value::Bytes(b"09000000".to_vec()));
-        assert_eq!(params[5], mysql_async::Value::Bytes(b"78".to_vec()));
+        assert_eq!(params[2], mysql_common::Value::Bytes(b"09000000".to_vec()));
+        assert_eq!(params[5], mysql_common::Value::Bytes(b"78".to_vec()));
         assert!(chunk_params(&l, &[KeyPart::UInt(1)]).is_none());
     }
 
