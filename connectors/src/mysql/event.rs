@@ -9,6 +9,7 @@ use capstan_core::position::{Gtid, MariadbGtid};
 
 use super::halt::Halt;
 use super::table_schema::TableSchema;
+use super::xid::XidKey;
 
 /// A binlog event, as far as capstan cares.
 #[derive(Clone, PartialEq)]
@@ -41,10 +42,12 @@ pub enum Event {
     Rows(RowsEvent),
     /// XID: commit of a transactional-engine transaction.
     Xid,
-    /// XA_PREPARE (MySQL type 38).
+    /// XA_PREPARE (type 38, both flavours).
     XaPrepare {
         /// True for `XA COMMIT … ONE PHASE`, which commits immediately.
         one_phase: bool,
+        /// The key of the XID the event names.
+        xid: XidKey,
     },
     /// TRANSACTION_PAYLOAD, inflated: the inner events in order.
     TransactionPayload(Vec<Event>),
@@ -87,6 +90,9 @@ pub struct MariadbGtidEvent {
     pub flags: u8,
     /// Event header timestamp, seconds since the epoch.
     pub timestamp: u32,
+    /// The key of the XID an XA PREPARE ([`MariadbGtidEvent::FL_PREPARED_XA`]) or an XA
+    /// COMMIT / ROLLBACK ([`MariadbGtidEvent::FL_COMPLETED_XA`]) names; `None` otherwise.
+    pub xid: Option<XidKey>,
 }
 
 impl MariadbGtidEvent {
@@ -104,6 +110,16 @@ impl MariadbGtidEvent {
     /// True for a standalone (DDL) transaction.
     pub fn is_standalone(&self) -> bool {
         self.flags & Self::FL_STANDALONE != 0
+    }
+
+    /// True for the group of an XA PREPARE (its rows, `XA END`, then an XA_PREPARE event).
+    pub fn is_prepared_xa(&self) -> bool {
+        self.flags & Self::FL_PREPARED_XA != 0
+    }
+
+    /// True for the group of a two-phase XA COMMIT or XA ROLLBACK (one statement).
+    pub fn is_completed_xa(&self) -> bool {
+        self.flags & Self::FL_COMPLETED_XA != 0
     }
 }
 
@@ -226,7 +242,7 @@ impl fmt::Debug for Event {
                 .field("columns", &t.columns.len())
                 .finish(),
             Event::Rows(r) => r.fmt(f),
-            Event::XaPrepare { one_phase } => f
+            Event::XaPrepare { one_phase, .. } => f
                 .debug_struct("XaPrepare")
                 .field("one_phase", one_phase)
                 .finish(),

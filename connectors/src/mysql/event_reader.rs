@@ -22,6 +22,7 @@ use super::halt::Halt;
 use super::mariadb_events as maria;
 use super::payload;
 use super::table_schema::TableSchema;
+use super::xid::XidKey;
 
 /// Length of the v4 common event header.
 pub const HEADER_LEN: usize = 19;
@@ -213,9 +214,9 @@ impl EventReader {
                 })
             }
             EventData::AnonymousGtidEvent(_) => Ok(Event::AnonymousGtid),
-            EventData::XaPrepareLogEvent(raw) => match raw.first() {
-                Some(&b) => Ok(Event::XaPrepare { one_phase: b != 0 }),
-                None => Err(Halt::parse(event_type, "xa prepare truncated")),
+            EventData::XaPrepareLogEvent(raw) => match XidKey::from_xa_prepare_event(&raw) {
+                Some((one_phase, xid)) => Ok(Event::XaPrepare { one_phase, xid }),
+                None => Err(Halt::parse(event_type, "xa prepare malformed")),
             },
             EventData::IncidentEvent(_) => Ok(Event::Incident),
             EventData::HeartbeatEvent => Ok(Event::Heartbeat),

@@ -9,6 +9,8 @@
 //!                AfterGtid --other statement--> Idle          (PositionAdvanced)
 //! Idle --MariaDB GTID (not standalone)--> Open                (MariaDB writes no BEGIN)
 //! Idle --MariaDB GTID (standalone)--> AfterGtid
+//! Idle --MariaDB GTID (prepared XA)--> Open (XA) --rows, XA END--> XA_PREPARE event --> Idle
+//! Idle --MariaDB GTID (completed XA)--> AfterGtid --XA COMMIT / XA ROLLBACK--> Idle
 //! ```
 //!
 //! Everything else is a desync and halts: rows or a table map outside a transaction, BEGIN
@@ -24,7 +26,16 @@
 //! # XA
 //!
 //! A one-phase `XA COMMIT … ONE PHASE` is an ordinary atomic commit and is delivered in both
-//! modes. Two-phase XA (MySQL):
+//! modes (MySQL logs it as an XA transaction ended by a one-phase XA_PREPARE event, MariaDB as
+//! an ordinary transaction). Two-phase XA, the same on both flavours once read:
+//!
+//! - MySQL: GTID, `XA START xid`, rows, `XA END xid`, XA_PREPARE event; later GTID,
+//!   `XA COMMIT xid` / `XA ROLLBACK xid`.
+//! - MariaDB (10.5+): GTID flagged FL_PREPARED_XA naming the XID (no `XA START` statement),
+//!   rows, `XA END xid`, XA_PREPARE event; later a standalone GTID flagged FL_COMPLETED_XA
+//!   naming the XID, then `XA COMMIT xid` / `XA ROLLBACK xid`. The XID of the GTID event must
+//!   equal the statement's, and an XA_PREPARE event's XID the transaction's (else
+//!   `unsupported_transaction_shape`).
 //!
 //! - `XaMode::Refuse` (default): an XA PREPARE (or an XA COMMIT/ROLLBACK resolving one)
 //!   halts `unsupported_transaction_shape` and its rows are discarded.
@@ -39,7 +50,8 @@
 //!   passes the XIDs listed by `XA RECOVER` at connect
 //!   ([`TransactionAssembler::set_recovered_xa`]), and those resolve row-lessly.
 //!   [`TransactionAssembler::reset`] empties the pool (the reconnect replays held-out
-//!   prepares). MariaDB's two-phase XA still halts in both modes.
+//!   prepares). [`TransactionAssembler::take_pooled`] names each prepare as it is pooled, so
+//!   that the source can hold a MariaDB checkpoint back before it (see `binlog_stream`).
 //!
 //! # Halts are sticky
 //!
@@ -172,6 +184,8 @@ enum State {
     AfterGtid {
         gtid: TransactionGtid,
         committed_at_micros: u64,
+        /// MariaDB FL_COMPLETED_XA: the XID the GTID event names.
+        xid: Option<XidKey>,
     },
     Open(Box<Open>),
 }
@@ -184,6 +198,7 @@ pub struct TransactionAssembler {
     halted: Option<Halt>,
     prepared: HashMap<XidKey, Prepared>,
     recovered: HashSet<XidKey>,
+    pooled: Vec<TransactionGtid>,
 }
 
 fn shape(reason: &'static str) -> Halt {
@@ -199,6 +214,7 @@ impl TransactionAssembler {
             halted: None,
             prepared: HashMap::new(),
             recovered: HashSet::new(),
+            pooled: Vec::new(),
         }
     }
 
@@ -211,6 +227,11 @@ impl TransactionAssembler {
     /// Prepared XA transactions pooled and not yet resolved.
     pub fn prepared_xa(&self) -> usize {
         self.prepared.len()
+    }
+
+    /// The GTIDs of the XA PREPAREs pooled since the last call, in stream order.
+    pub fn take_pooled(&mut self) -> Vec<TransactionGtid> {
+        std::mem::take(&mut self.pooled)
     }
 
     /// The configuration.
@@ -226,6 +247,7 @@ impl TransactionAssembler {
         self.state = State::Idle;
         self.halted = None;
         self.prepared.clear();
+        self.pooled.clear();
     }
 
     /// True between a GTID and its commit.
@@ -269,7 +291,10 @@ impl TransactionAssembler {
             Event::TableMap(schema) => self.table_map(schema),
             Event::Rows(rows) => self.rows(&rows),
             Event::Xid => self.commit(out),
-            Event::XaPrepare { one_phase } => match &self.state {
+            Event::XaPrepare { one_phase, xid } => match &self.state {
+                State::Open(open) if open.xid.is_some_and(|x| x != xid) => {
+                    Err(shape("xa_prepare of another xid"))
+                }
                 State::Open(open) if open.xa && one_phase => self.commit(out),
                 State::Open(open) if open.xa && self.tracks_xa() => self.prepare(),
                 State::Open(_) => Err(shape("xa_prepare")),
@@ -291,18 +316,27 @@ impl TransactionAssembler {
         self.state = State::AfterGtid {
             gtid,
             committed_at_micros,
+            xid: None,
         };
         Ok(())
     }
 
     fn mariadb_gtid(&mut self, g: MariadbGtidEvent) -> Result<(), Halt> {
-        if g.flags & (MariadbGtidEvent::FL_PREPARED_XA | MariadbGtidEvent::FL_COMPLETED_XA) != 0 {
-            return Err(shape("xa_two_phase"));
-        }
         let gtid = TransactionGtid::Mariadb(g.gtid);
         let at = u64::from(g.timestamp) * 1_000_000;
         self.begin_gtid(gtid.clone(), at)?;
-        if !g.is_standalone() {
+        if g.is_prepared_xa() {
+            // the XA START of MySQL's form: an XA transaction named by the GTID event
+            let xid = g.xid.ok_or_else(|| shape("xa_prepare without xid"))?;
+            self.state = State::Open(Box::new(Open::new(gtid, at, Some(Some(xid)))));
+        } else if g.is_completed_xa() {
+            let xid = g.xid.ok_or_else(|| shape("xa resolution without xid"))?;
+            self.state = State::AfterGtid {
+                gtid,
+                committed_at_micros: at,
+                xid: Some(xid),
+            };
+        } else if !g.is_standalone() {
             self.state = State::Open(Box::new(Open::new(gtid, at, None)));
         }
         Ok(())
@@ -313,10 +347,12 @@ impl TransactionAssembler {
             State::AfterGtid {
                 gtid,
                 committed_at_micros,
+                xid: None,
             } => {
                 self.state = State::Open(Box::new(Open::new(gtid, committed_at_micros, xa)));
                 Ok(())
             }
+            State::AfterGtid { xid: Some(_), .. } => Err(shape("xa resolution opens nothing")),
             State::Idle => Err(Halt::BeginWithoutGtid),
             State::Open(_) => Err(shape("begin inside a transaction")),
         }
@@ -329,7 +365,17 @@ impl TransactionAssembler {
         out: &mut Vec<AssemblerOutput>,
     ) -> Result<(), Halt> {
         let in_open = matches!(self.state, State::Open(_));
-        match classify_statement(statement) {
+        let class = classify_statement(statement);
+        // MariaDB's completed-XA group holds exactly its XA COMMIT / XA ROLLBACK
+        if matches!(self.state, State::AfterGtid { xid: Some(_), .. })
+            && !matches!(
+                class,
+                StatementClass::XaCommit { one_phase: false } | StatementClass::XaRollback
+            )
+        {
+            return Err(shape("xa resolution group without its statement"));
+        }
+        match class {
             StatementClass::Begin => self.open(None),
             StatementClass::XaStart => match self.config.xa {
                 XaMode::Refuse => self.open(Some(None)),
@@ -433,6 +479,7 @@ impl TransactionAssembler {
                 limit: max_prepared,
             });
         }
+        self.pooled.push(open.gtid.clone());
         self.prepared.insert(
             xid,
             Prepared {
@@ -452,15 +499,20 @@ impl TransactionAssembler {
         commit: bool,
         out: &mut Vec<AssemblerOutput>,
     ) -> Result<(), Halt> {
-        let (gtid, committed_at_micros) = match std::mem::replace(&mut self.state, State::Idle) {
-            State::AfterGtid {
-                gtid,
-                committed_at_micros,
-            } => (gtid, committed_at_micros),
-            State::Idle => return Err(Halt::StatementWithoutGtid),
-            State::Open(_) => return Err(shape("xa resolution inside a transaction")),
-        };
+        let (gtid, committed_at_micros, named) =
+            match std::mem::replace(&mut self.state, State::Idle) {
+                State::AfterGtid {
+                    gtid,
+                    committed_at_micros,
+                    xid,
+                } => (gtid, committed_at_micros, xid),
+                State::Idle => return Err(Halt::StatementWithoutGtid),
+                State::Open(_) => return Err(shape("xa resolution inside a transaction")),
+            };
         let xid = XidKey::from_statement(statement).ok_or_else(|| shape("xa_xid_unparsable"))?;
+        if named.is_some_and(|n| n != xid) {
+            return Err(shape("xa resolution of another xid"));
+        }
         let Some(prepared) = self.prepared.remove(&xid) else {
             if self.recovered.remove(&xid) {
                 out.push(AssemblerOutput::PositionAdvanced {

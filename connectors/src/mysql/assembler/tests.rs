@@ -8,6 +8,7 @@ use crate::mysql::event::{Event, MariadbGtidEvent, QueryEvent};
 use crate::mysql::event_reader::EventReader;
 use crate::mysql::table_filter::TableFilter;
 use crate::mysql::test_support::decode;
+use crate::mysql::xid::XidKey;
 
 const TABLE_MAP_HEX: &str = "d3010000000001000474657374000a66756e6e797461626c650001010001";
 const ROWS_HEX: &str = "d301000000000100020001fffe01fffe02";
@@ -228,7 +229,10 @@ fn xa_refuse_halts_at_prepare_and_one_phase_is_delivered() {
             tm.clone(),
             rows.clone(),
             q("XA END X'31',X'',1"),
-            Event::XaPrepare { one_phase },
+            Event::XaPrepare {
+                one_phase,
+                xid: XidKey::from_statement("XA END X'31',X'',1").unwrap(),
+            },
         ]
     };
     let mut a = TransactionAssembler::new(lax());
@@ -252,6 +256,7 @@ fn mariadb_gtid_opens_without_begin() {
         gtid: MariadbGtid::new(0, 1, 18),
         flags: 0,
         timestamp: 1650493084,
+        xid: None,
     };
     let mut a = TransactionAssembler::new(lax());
     let out = run(
@@ -287,6 +292,7 @@ fn mariadb_gtid_opens_without_begin() {
             ..
         }]
     ));
+    // an XA PREPARE's GTID without its XID (the decoder never makes one)
     let xa = MariadbGtidEvent {
         flags: MariadbGtidEvent::FL_PREPARED_XA,
         ..g

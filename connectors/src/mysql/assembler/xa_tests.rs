@@ -4,11 +4,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;
 
 use capstan_core::change::TransactionGtid;
-use capstan_core::position::Gtid;
+use capstan_core::position::{Gtid, MariadbGtid};
 use proptest::prelude::*;
 
 use super::{AssemblerConfig, AssemblerOutput, TransactionAssembler, XaMode};
-use crate::mysql::event::{Event, QueryEvent};
+use crate::mysql::event::{Event, MariadbGtidEvent, QueryEvent};
 use crate::mysql::event_reader::EventReader;
 use crate::mysql::test_support::decode;
 use crate::mysql::xid::XidKey;
@@ -60,8 +60,15 @@ fn prepare(n: u64, x: u8, with_rows: bool) -> Vec<Event> {
         v.push(decode(&mut r, 30, ROWS_HEX));
     }
     v.push(q(&format!("XA END {}", xid(x))));
-    v.push(Event::XaPrepare { one_phase: false });
+    v.push(Event::XaPrepare {
+        one_phase: false,
+        xid: key(x),
+    });
     v
+}
+
+fn key(x: u8) -> XidKey {
+    XidKey::new(1, &[x], b"")
 }
 
 fn resolve(n: u64, x: u8, commit: bool) -> Vec<Event> {
@@ -182,7 +189,10 @@ fn one_phase_is_ordinary_and_refuse_still_refuses() {
     let mut a = TransactionAssembler::new(track(10));
     let mut events = prepare(4, 1, true);
     events.pop();
-    events.push(Event::XaPrepare { one_phase: true });
+    events.push(Event::XaPrepare {
+        one_phase: true,
+        xid: key(1),
+    });
     let out = run(&mut a, events).unwrap();
     assert!(
         matches!(out.as_slice(), [AssemblerOutput::Transaction(t)] if t.also_covers.is_empty())
@@ -221,6 +231,221 @@ fn unparsable_xid_and_debug_keep_xids_out() {
     let debug = format!("{a:?}");
     assert!(!debug.to_lowercase().contains("ab'"), "{debug}");
     assert!(!debug.contains("171"), "{debug}");
+}
+
+#[test]
+fn an_xa_prepare_event_of_another_xid_halts() {
+    let mut a = TransactionAssembler::new(track(10));
+    let mut events = prepare(4, 1, true);
+    events.pop();
+    events.push(Event::XaPrepare {
+        one_phase: false,
+        xid: key(2),
+    });
+    assert_eq!(
+        run(&mut a, events).unwrap_err(),
+        "unsupported_transaction_shape"
+    );
+}
+
+// MariaDB: the XID rides on the GTID events; no XA START statement.
+
+fn maria_gtid_of(seq: u64) -> TransactionGtid {
+    TransactionGtid::Mariadb(MariadbGtid::new(0, 2, seq))
+}
+
+fn maria_gtid(seq: u64, flags: u8, xid: Option<XidKey>) -> Event {
+    Event::MariadbGtid(MariadbGtidEvent {
+        gtid: MariadbGtid::new(0, 2, seq),
+        flags,
+        timestamp: 1_000,
+        xid,
+    })
+}
+
+/// MariaDB's XA PREPARE group: GTID (FL_PREPARED_XA, the XID), rows, XA END, XA_PREPARE.
+fn maria_prepare(seq: u64, x: u8, with_rows: bool) -> Vec<Event> {
+    let mut r = EventReader::new();
+    let mut v = vec![maria_gtid(seq, 0x4c, Some(key(x)))];
+    if with_rows {
+        v.push(decode(&mut r, 19, TABLE_MAP_HEX));
+        v.push(decode(&mut r, 30, ROWS_HEX));
+    }
+    v.push(q(&format!("XA END {}", xid(x))));
+    v.push(Event::XaPrepare {
+        one_phase: false,
+        xid: key(x),
+    });
+    v
+}
+
+/// MariaDB's XA COMMIT / ROLLBACK group: a standalone GTID (FL_COMPLETED_XA, the XID), then
+/// the statement.
+fn maria_resolve(seq: u64, x: u8, commit: bool) -> Vec<Event> {
+    let verb = if commit { "COMMIT" } else { "ROLLBACK" };
+    vec![
+        maria_gtid(seq, 0x8d, Some(key(x))),
+        q(&format!("XA {verb} {}", xid(x))),
+    ]
+}
+
+#[test]
+fn mariadb_prepare_is_pooled_and_delivered_once_at_the_commit() {
+    let mut a = TransactionAssembler::new(track(10));
+    assert!(run(&mut a, maria_prepare(4, 1, true)).unwrap().is_empty());
+    assert_eq!(a.prepared_xa(), 1);
+    assert_eq!(a.take_pooled(), vec![maria_gtid_of(4)]);
+    assert!(a.take_pooled().is_empty());
+    // an ordinary transaction in between is delivered at once
+    let mut r = EventReader::new();
+    let plain = vec![
+        maria_gtid(5, 0x0c, None),
+        decode(&mut r, 19, TABLE_MAP_HEX),
+        decode(&mut r, 30, ROWS_HEX),
+        Event::Xid,
+    ];
+    let out = run(&mut a, plain).unwrap();
+    assert!(
+        matches!(out.as_slice(), [AssemblerOutput::Transaction(t)] if t.gtid == maria_gtid_of(5))
+    );
+    let out = run(&mut a, maria_resolve(6, 1, true)).unwrap();
+    let [AssemblerOutput::Transaction(t)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    assert_eq!(t.gtid, maria_gtid_of(6));
+    assert_eq!(t.also_covers, vec![maria_gtid_of(4)]);
+    assert_eq!(t.changes.len(), 3);
+    assert_eq!(a.prepared_xa(), 0);
+    assert_eq!(
+        run(&mut a, maria_resolve(7, 1, true)).unwrap_err(),
+        "xa_commit_without_prepare"
+    );
+}
+
+#[test]
+fn mariadb_rollback_delivers_nothing_and_recovered_resolve_rowlessly() {
+    let mut a = TransactionAssembler::new(track(10));
+    run(&mut a, maria_prepare(4, 1, true)).unwrap();
+    let out = run(&mut a, maria_resolve(5, 1, false)).unwrap();
+    assert_eq!(
+        out,
+        vec![AssemblerOutput::PositionAdvanced {
+            gtid: maria_gtid_of(5),
+            also_covers: vec![maria_gtid_of(4)],
+        }]
+    );
+    a.set_recovered_xa([key(9)]);
+    let out = run(&mut a, maria_resolve(6, 9, true)).unwrap();
+    assert_eq!(
+        out,
+        vec![AssemblerOutput::PositionAdvanced {
+            gtid: maria_gtid_of(6),
+            also_covers: vec![],
+        }]
+    );
+    assert_eq!(
+        run(&mut a, maria_resolve(7, 8, false)).unwrap_err(),
+        "xa_rollback_without_prepare"
+    );
+}
+
+#[test]
+fn mariadb_refuse_halts_at_the_prepare_event_and_at_a_resolution() {
+    let refuse = AssemblerConfig {
+        require_full_metadata: false,
+        ..AssemblerConfig::default()
+    };
+    let mut a = TransactionAssembler::new(refuse.clone());
+    let mut events = maria_prepare(4, 1, true);
+    let prepare_event = events.pop().unwrap();
+    // the GTID, rows and XA END pass; the XA_PREPARE event halts, as on MySQL
+    assert!(run(&mut a, events).unwrap().is_empty());
+    assert_eq!(
+        run(&mut a, vec![prepare_event]).unwrap_err(),
+        "unsupported_transaction_shape"
+    );
+    let mut a = TransactionAssembler::new(refuse);
+    assert_eq!(
+        run(&mut a, maria_resolve(5, 1, true)).unwrap_err(),
+        "unsupported_transaction_shape"
+    );
+}
+
+#[test]
+fn mariadb_xid_disagreements_halt() {
+    // the XA_PREPARE event names another XID than the GTID event
+    let mut a = TransactionAssembler::new(track(10));
+    let mut events = maria_prepare(4, 1, true);
+    events.pop();
+    events.push(Event::XaPrepare {
+        one_phase: false,
+        xid: key(2),
+    });
+    assert_eq!(
+        run(&mut a, events).unwrap_err(),
+        "unsupported_transaction_shape"
+    );
+    // the completed-XA GTID names another XID than its statement
+    let mut a = TransactionAssembler::new(track(10));
+    run(&mut a, maria_prepare(4, 1, true)).unwrap();
+    let events = vec![
+        maria_gtid(5, 0x8d, Some(key(2))),
+        q(&format!("XA COMMIT {}", xid(1))),
+    ];
+    assert_eq!(
+        run(&mut a, events).unwrap_err(),
+        "unsupported_transaction_shape"
+    );
+    // a completed-XA group with anything but its resolution
+    for statement in ["CREATE TABLE x (a int)", "BEGIN", "FLUSH LOGS"] {
+        let mut a = TransactionAssembler::new(track(10));
+        let events = vec![maria_gtid(5, 0x8d, Some(key(1))), q(statement)];
+        assert_eq!(
+            run(&mut a, events).unwrap_err(),
+            "unsupported_transaction_shape",
+            "{statement}"
+        );
+    }
+    // an XA flag without an XID
+    let mut a = TransactionAssembler::new(track(10));
+    assert_eq!(
+        run(&mut a, vec![maria_gtid(5, 0x8d, None)]).unwrap_err(),
+        "unsupported_transaction_shape"
+    );
+}
+
+/// The events as MariaDB 10.11 wrote them (GTID and XA_PREPARE bodies read back from a live
+/// binlog: `XA START 'ab','c',7; INSERT …; XA END …; XA PREPARE …; XA COMMIT …`), decoded
+/// by the reader and assembled.
+#[test]
+fn mariadb_xa_from_live_binlog_bytes() {
+    let mut r = EventReader::new();
+    let prepare_gtid = decode(
+        &mut r,
+        162,
+        "0300000000000000000000004c07000000020161626301ff",
+    );
+    let prepare_event = decode(&mut r, 38, "00070000000200000001000000616263");
+    let commit_gtid = decode(&mut r, 162, "0500000000000000000000008d070000000201616263");
+    let events = vec![
+        prepare_gtid,
+        decode(&mut r, 19, TABLE_MAP_HEX),
+        decode(&mut r, 30, ROWS_HEX),
+        q("XA END X'6162',X'63',7"),
+        prepare_event,
+        commit_gtid,
+        q("XA COMMIT X'6162',X'63',7"),
+    ];
+    let mut a = TransactionAssembler::new(track(10));
+    let out = run(&mut a, events).unwrap();
+    let [AssemblerOutput::Transaction(t)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    assert_eq!(t.changes.len(), 3);
+    assert_eq!(
+        t.also_covers,
+        vec![TransactionGtid::Mariadb(MariadbGtid::new(0, 1, 3))]
+    );
 }
 
 #[derive(Clone, Debug)]
