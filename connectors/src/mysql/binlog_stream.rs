@@ -17,9 +17,34 @@
 //! between, the statement is handed out again after the reconnect.
 //!
 //! An XA COMMIT / ROLLBACK under `xa: track` covers two GTIDs (the prepare's and its own):
-//! both are checked and added in the one output. The prepare alone is never added, so a
-//! reconnect replays it into the emptied pool. Prepares the server holds at connect
-//! (`XA RECOVER`) are handed to the assembler at every connect.
+//! both are checked and added in the one output. The prepare alone is never covered by the
+//! position, so a restart from it (a reconnect, or a new source from a persisted checkpoint)
+//! replays the prepare into the emptied pool. Prepares the server holds at connect
+//! (`XA RECOVER`) are handed to the assembler at every connect: those the stream does not
+//! replay predate the position and resolve row-lessly.
+//!
+//! # MariaDB: a checkpoint held back by a pending prepare
+//!
+//! A MySQL position is a set: the pending prepare's GTID is simply absent while later
+//! transactions are present. A MariaDB position is one GTID per domain, "everything up to
+//! here": once a transaction after the prepare is handed out, the same position would cover
+//! the prepare too, and a restart would skip it — its rows, pooled only in memory, lost at
+//! its XA COMMIT. So on MariaDB the source keeps two positions:
+//!
+//! - [`BinlogSource::processed`]: every transaction handed out (what dedup checks against, as
+//!   on MySQL);
+//! - [`BinlogSource::position`], the checkpoint: the same, except that a domain with a pooled,
+//!   unresolved prepare stays at the GTID processed just before its earliest such prepare
+//!   (when the prepare was the first of its domain since the start position, the domain is
+//!   left out, and a start from it reads that domain from the oldest retained binlog, or
+//!   halts `data_gap` if that is gone).
+//!
+//! The held domain moves on when the prepare resolves (the resolution covers both GTIDs). A
+//! reconnect dumps from the checkpoint and dedups against `processed`, so it repeats nothing.
+//! A new source started from a persisted held-back checkpoint re-pools the prepare, and also
+//! hands out again the domain's transactions after it that a previous source already handed
+//! out: at-least-once, like any replay after the last checkpoint. MySQL has no such window: its
+//! `processed` and `position` are always equal.
 //!
 //! # Liveness
 //!
@@ -31,10 +56,10 @@
 //! (no event received in between) halt `stream_stalled`; before the first stream,
 //! `command_retries_exhausted`. Anything not transient halts at once.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use capstan_core::change::TransactionGtid;
-use capstan_core::position::{Flavor, Position};
+use capstan_core::position::{Flavor, MariadbGtid, MariadbGtidPosition, Position};
 
 use super::assembler::{AssemblerConfig, AssemblerOutput, TransactionAssembler, XaMode};
 use super::connect::SourceClient;
@@ -72,7 +97,13 @@ pub struct BinlogSource {
     flavor: Flavor,
     server_version: String,
     server_identity: String,
+    /// The checkpoint: `processed`, held back on MariaDB by pending prepares.
     position: Position,
+    /// Every transaction handed out.
+    processed: Position,
+    /// MariaDB prepares pooled and unresolved, by (domain, seq): the domain's processed GTID
+    /// just before each (none if there was none).
+    holds: BTreeMap<(u32, u64), Option<MariadbGtid>>,
     live: Option<Live>,
     pending: VecDeque<AssemblerOutput>,
     out: Vec<AssemblerOutput>,
@@ -101,7 +132,9 @@ impl BinlogSource {
                         flavor,
                         server_version,
                         server_identity,
+                        processed: position.clone(),
                         position,
+                        holds: BTreeMap::new(),
                         live: Some(live),
                         pending: VecDeque::new(),
                         out: Vec::new(),
@@ -193,10 +226,19 @@ impl BinlogSource {
         &self.server_identity
     }
 
-    /// The processed position: the start checkpoint plus every transaction handed out so
-    /// far. Persist it after delivering what [`BinlogSource::next`] returned.
+    /// The checkpoint: the start checkpoint plus every transaction handed out so far, except
+    /// that on MariaDB a domain with a pending XA prepare stays just before it (see the module
+    /// documentation). Persist it after delivering what [`BinlogSource::next`] returned: a
+    /// start from it loses nothing.
     pub fn position(&self) -> &Position {
         &self.position
+    }
+
+    /// The start checkpoint plus every transaction handed out so far, held back by nothing.
+    /// Equal to [`BinlogSource::position`] on MySQL and whenever no MariaDB prepare is
+    /// pending.
+    pub fn processed(&self) -> &Position {
+        &self.processed
     }
 
     /// Counters.
@@ -240,30 +282,91 @@ impl BinlogSource {
                 ..
             } => (gtid, &[][..], *completes_transaction),
         };
-        let covered = |g: &TransactionGtid| match (&self.position, g) {
+        let covered = |g: &TransactionGtid| match (&self.processed, g) {
             (Position::Mysql(set), TransactionGtid::Mysql(g)) => set.contains(g),
             (Position::Mariadb(pos), TransactionGtid::Mariadb(g)) => pos.contains(g),
             _ => false,
         };
         // an XA resolution is processed once both of its GTIDs are (they are added together)
-        if covered(gtid) && also.iter().all(&covered) {
-            self.stats.skipped_already_processed += 1;
-            return None;
+        let skip = covered(gtid) && also.iter().all(&covered);
+        // a resolved prepare no longer holds its domain back (also when replayed)
+        let mut released = false;
+        for g in also {
+            if let TransactionGtid::Mariadb(g) = g {
+                released |= self.holds.remove(&(g.domain, g.seq)).is_some();
+            }
         }
-        if completes {
+        if skip {
+            self.stats.skipped_already_processed += 1;
+        } else if completes {
             for g in std::iter::once(gtid).chain(also) {
-                match (&mut self.position, g) {
-                    (Position::Mysql(set), TransactionGtid::Mysql(g)) => {
-                        set.insert(g);
+                match (&mut self.processed, &mut self.position, g) {
+                    (Position::Mysql(done), Position::Mysql(cp), TransactionGtid::Mysql(g)) => {
+                        done.insert(g);
+                        cp.insert(g);
                     }
-                    (Position::Mariadb(pos), TransactionGtid::Mariadb(g)) => {
-                        pos.advance(*g);
+                    (
+                        Position::Mariadb(done),
+                        Position::Mariadb(cp),
+                        TransactionGtid::Mariadb(g),
+                    ) => {
+                        done.advance(*g);
+                        let mut held = self.holds.range((g.domain, 0)..=(g.domain, u64::MAX));
+                        if held.next().is_none() {
+                            cp.advance(*g);
+                        }
                     }
                     _ => {}
                 }
             }
         }
-        Some(output)
+        if released {
+            self.rebuild_checkpoint();
+        }
+        (!skip).then_some(output)
+    }
+
+    /// Holds the checkpoint's domain back before each prepare the assembler pooled that is
+    /// not already held (a replay of a held one) or processed (a replay of a resolved one).
+    fn hold_pooled(&mut self) {
+        let Position::Mariadb(done) = &self.processed else {
+            return;
+        };
+        let mut added = false;
+        for g in self.assembler.take_pooled() {
+            let TransactionGtid::Mariadb(g) = g else {
+                continue;
+            };
+            if self.holds.contains_key(&(g.domain, g.seq)) || done.contains(&g) {
+                continue;
+            }
+            self.holds
+                .insert((g.domain, g.seq), done.get(g.domain).copied());
+            added = true;
+        }
+        if added {
+            self.rebuild_checkpoint();
+        }
+    }
+
+    /// The MariaDB checkpoint from `processed` and the holds: each held domain at the entry
+    /// before its earliest pending prepare.
+    fn rebuild_checkpoint(&mut self) {
+        let Position::Mariadb(done) = &self.processed else {
+            return;
+        };
+        let mut earliest: BTreeMap<u32, Option<MariadbGtid>> = BTreeMap::new();
+        for ((domain, _), before) in &self.holds {
+            earliest.entry(*domain).or_insert(*before);
+        }
+        let mut cp = MariadbGtidPosition::new();
+        for g in done.iter().filter(|g| !earliest.contains_key(&g.domain)) {
+            cp.advance(*g);
+        }
+        for before in earliest.values().flatten() {
+            cp.advance(*before);
+        }
+        self.position = Position::Mariadb(cp);
     }
 
     /// Takes the next event of the live stream (read and parsed on the reader task) and
@@ -279,6 +382,7 @@ impl BinlogSource {
             self.stats.heartbeats += 1;
         }
         self.assembler.push(event, &mut self.out)?;
+        self.hold_pooled();
         self.pending.extend(self.out.drain(..));
         Ok(())
     }

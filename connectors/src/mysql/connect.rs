@@ -148,21 +148,21 @@ impl SourceClient {
         }
     }
 
-    /// MySQL: the XA transactions prepared and not resolved on the server (`XA RECOVER
-    /// CONVERT XID`, needs `XA_RECOVER_ADMIN`), as XID keys; the XIDs themselves are dropped
-    /// here. MariaDB: none (its two-phase XA is refused).
+    /// The XA transactions prepared and not resolved on the server, as XID keys; the XIDs
+    /// themselves are dropped here. MySQL: `XA RECOVER CONVERT XID` (needs
+    /// `XA_RECOVER_ADMIN`). MariaDB: `XA RECOVER FORMAT='SQL'` (no privilege beyond the
+    /// source account's; the XID comes as a statement would name it).
     pub async fn recovered_xa(&mut self) -> Result<Vec<XidKey>, SourceError> {
-        if self.flavor != Flavor::Mysql {
-            return Ok(Vec::new());
-        }
-        let rows = query_rows(&mut self.conn, "XA RECOVER CONVERT XID")
-            .await
-            .map_err(|e| match e {
-                ServerOrIo::Server(err) => SourceError::QueryFailed { code: err.code },
-                ServerOrIo::Source(s) => s,
-            })?;
+        let (sql, key): (_, RecoverRowKey) = match self.flavor {
+            Flavor::Mysql => ("XA RECOVER CONVERT XID", recover_row_key),
+            Flavor::Mariadb => ("XA RECOVER FORMAT='SQL'", recover_sql_row_key),
+        };
+        let rows = query_rows(&mut self.conn, sql).await.map_err(|e| match e {
+            ServerOrIo::Server(err) => SourceError::QueryFailed { code: err.code },
+            ServerOrIo::Source(s) => s,
+        })?;
         rows.iter()
-            .map(|row| recover_row_key(row).ok_or(SourceError::PreconditionQueryFailed))
+            .map(|row| key(row).ok_or(SourceError::PreconditionQueryFailed))
             .collect()
     }
 
@@ -203,6 +203,23 @@ fn recover_row_key(row: &[Option<String>]) -> Option<XidKey> {
         gtrid_len.parse().ok()?,
         bqual_len.parse().ok()?,
         &bytes,
+    )
+}
+
+/// Reads the XID key of one `XA RECOVER` row.
+type RecoverRowKey = fn(&[Option<String>]) -> Option<XidKey>;
+
+/// One MariaDB `XA RECOVER FORMAT='SQL'` row (formatID, gtrid_length, bqual_length, data as
+/// `'gtrid'` or `X'…',X'…',formatID`).
+fn recover_sql_row_key(row: &[Option<String>]) -> Option<XidKey> {
+    let [Some(format_id), Some(gtrid_len), Some(bqual_len), Some(data)] = row else {
+        return None;
+    };
+    XidKey::from_recover_sql(
+        format_id.parse().ok()?,
+        gtrid_len.parse().ok()?,
+        bqual_len.parse().ok()?,
+        data,
     )
 }
 
@@ -256,5 +273,21 @@ mod tests {
         assert_eq!(recover_row_key(&row("616263")), None);
         assert_eq!(recover_row_key(&row("0x6162")), None);
         assert_eq!(recover_row_key(&[None]), None);
+        let sql_row = |f: &str, g: &str, b: &str, d: &str| {
+            [f, g, b, d]
+                .iter()
+                .map(|s| Some(s.to_string()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            recover_sql_row_key(&sql_row("1", "2", "1", "X'6162',X'63',1")),
+            XidKey::from_statement("XA COMMIT X'6162',X'63',1")
+        );
+        assert_eq!(
+            recover_sql_row_key(&sql_row("1", "3", "0", "'rec'")),
+            XidKey::from_statement("XA COMMIT 'rec'")
+        );
+        assert_eq!(recover_sql_row_key(&sql_row("1", "9", "0", "'rec'")), None);
+        assert_eq!(recover_sql_row_key(&[None]), None);
     }
 }
