@@ -33,9 +33,10 @@ pub struct PipelineSpec {
     /// pipeline means all history the server retains).
     #[serde(default)]
     pub start_position: StartPositionSpec,
-    /// Two-phase XA transactions (MySQL): `refuse` (default) halts at an XA PREPARE; `track`
-    /// holds prepared transactions in memory and delivers each once at its XA COMMIT, nothing
-    /// at its XA ROLLBACK. One-phase XA COMMIT is an ordinary transaction in both modes.
+    /// Two-phase XA transactions (MySQL and MariaDB): `refuse` (default) halts at an XA
+    /// PREPARE; `track` holds prepared transactions in memory and delivers each once at its
+    /// XA COMMIT, nothing at its XA ROLLBACK. One-phase XA COMMIT is an ordinary transaction
+    /// in both modes.
     #[serde(default)]
     pub xa: XaSpec,
     /// `track` only: the most prepared transactions held at once; more halts
