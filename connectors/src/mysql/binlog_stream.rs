@@ -349,24 +349,11 @@ impl BinlogSource {
         }
     }
 
-    /// The MariaDB checkpoint from `processed` and the holds: each held domain at the entry
-    /// before its earliest pending prepare.
+    /// Recomputes the MariaDB checkpoint from `processed` and the holds.
     fn rebuild_checkpoint(&mut self) {
-        let Position::Mariadb(done) = &self.processed else {
-            return;
-        };
-        let mut earliest: BTreeMap<u32, Option<MariadbGtid>> = BTreeMap::new();
-        for ((domain, _), before) in &self.holds {
-            earliest.entry(*domain).or_insert(*before);
+        if let Position::Mariadb(done) = &self.processed {
+            self.position = Position::Mariadb(held_checkpoint(done, &self.holds));
         }
-        let mut cp = MariadbGtidPosition::new();
-        for g in done.iter().filter(|g| !earliest.contains_key(&g.domain)) {
-            cp.advance(*g);
-        }
-        for before in earliest.values().flatten() {
-            cp.advance(*before);
-        }
-        self.position = Position::Mariadb(cp);
     }
 
     /// Takes the next event of the live stream (read and parsed on the reader task) and
@@ -427,5 +414,68 @@ impl BinlogSource {
         check_resume(&self.position, &server)?;
         let live = Self::dump(client, &self.config, &self.position).await?;
         Ok((live, recovered))
+    }
+}
+
+/// The MariaDB checkpoint: `processed`, except that each domain with holds (pending prepares
+/// by (domain, seq), each with the domain's entry before it) is at the entry before its
+/// earliest prepare, or absent if there was none.
+fn held_checkpoint(
+    processed: &MariadbGtidPosition,
+    holds: &BTreeMap<(u32, u64), Option<MariadbGtid>>,
+) -> MariadbGtidPosition {
+    let mut earliest: BTreeMap<u32, Option<MariadbGtid>> = BTreeMap::new();
+    for ((domain, _), before) in holds {
+        earliest.entry(*domain).or_insert(*before);
+    }
+    let mut cp = MariadbGtidPosition::new();
+    for g in processed
+        .iter()
+        .filter(|g| !earliest.contains_key(&g.domain))
+    {
+        cp.advance(*g);
+    }
+    for before in earliest.values().flatten() {
+        cp.advance(*before);
+    }
+    cp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(domain: u32, seq: u64) -> MariadbGtid {
+        MariadbGtid::new(domain, 2, seq)
+    }
+
+    #[test]
+    fn held_checkpoint_stops_each_domain_before_its_earliest_pending_prepare() {
+        let processed: MariadbGtidPosition = "0-2-50,1-2-9,7-2-4".parse().unwrap();
+        let mut holds = BTreeMap::new();
+        assert_eq!(held_checkpoint(&processed, &holds), processed);
+        // domain 0: prepares at 20 (entry before it 19) and 30 (29); domain 1: 5 (4)
+        holds.insert((0, 30), Some(g(0, 29)));
+        holds.insert((0, 20), Some(g(0, 19)));
+        holds.insert((1, 5), Some(g(1, 4)));
+        let cp = held_checkpoint(&processed, &holds);
+        assert_eq!(cp.to_string(), "0-2-19,1-2-4,7-2-4");
+        for p in [g(0, 20), g(0, 30), g(1, 5)] {
+            assert!(!cp.contains(&p) && processed.contains(&p));
+        }
+        // the earliest resolves: the domain moves up to the next pending one
+        holds.remove(&(0, 20));
+        assert_eq!(
+            held_checkpoint(&processed, &holds).to_string(),
+            "0-2-29,1-2-4,7-2-4"
+        );
+        // a prepare first in its domain since the start: the domain is left out
+        holds.insert((7, 3), None);
+        assert_eq!(
+            held_checkpoint(&processed, &holds).to_string(),
+            "0-2-29,1-2-4"
+        );
+        holds.clear();
+        assert_eq!(held_checkpoint(&processed, &holds), processed);
     }
 }
