@@ -36,6 +36,49 @@ proptest! {
         let _ = EventReader::new().decode(&frame(ty, &body));
     }
 
+    /// MariaDB GTID bodies with an XA flag and XA_PREPARE bodies, around arbitrary XID
+    /// lengths and bytes: decoded or refused, and a decoded XID is the one the bytes spell.
+    #[test]
+    fn xa_bodies_never_panic(
+        flags in any::<u8>(),
+        format_id in any::<[u8; 4]>(),
+        gtrid_length in 0u8..70,
+        bqual_length in 0u8..70,
+        bytes in proptest::collection::vec(any::<u8>(), 141),
+        off_by in -1i64..=1,
+    ) {
+        // the data is as long as the lengths say, or one byte shorter or longer
+        let want = usize::from(gtrid_length) + usize::from(bqual_length);
+        let data = &bytes[..want.saturating_add_signed(off_by as isize)];
+        let mut gtid = vec![7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, flags | 0x40];
+        gtid.extend_from_slice(&format_id);
+        gtid.extend_from_slice(&[gtrid_length, bqual_length]);
+        gtid.extend_from_slice(data);
+        let _ = EventReader::new().decode(&frame(162, &gtid));
+        let mut prepare = vec![flags & 1];
+        prepare.extend_from_slice(&format_id);
+        prepare.extend_from_slice(&u32::from(gtrid_length).to_le_bytes());
+        prepare.extend_from_slice(&u32::from(bqual_length).to_le_bytes());
+        prepare.extend_from_slice(data);
+        let exact = data.len() == usize::from(gtrid_length) + usize::from(bqual_length)
+            && gtrid_length <= 64
+            && bqual_length <= 64;
+        match EventReader::new().decode(&frame(38, &prepare)) {
+            Ok(Event::XaPrepare { one_phase, xid }) => {
+                prop_assert!(exact);
+                prop_assert_eq!(one_phase, flags & 1 == 1);
+                let (gtrid, bqual) = data.split_at(usize::from(gtrid_length));
+                let format_id = i64::from(i32::from_le_bytes(format_id));
+                prop_assert_eq!(xid, super::xid::XidKey::new(format_id, gtrid, bqual));
+            }
+            Ok(other) => prop_assert!(false, "{:?}", other),
+            Err(h) => {
+                prop_assert!(!exact);
+                prop_assert_eq!(h.code(), "event_parse_failed");
+            }
+        }
+    }
+
     #[test]
     fn payload_bytes_never_panic(
         payload in proptest::collection::vec(any::<u8>(), 0..300),
