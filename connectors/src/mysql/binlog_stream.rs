@@ -329,11 +329,13 @@ impl BinlogSource {
     /// Holds the checkpoint's domain back before each prepare the assembler pooled that is
     /// not already held (a replay of a held one) or processed (a replay of a resolved one).
     fn hold_pooled(&mut self) {
+        // taken on MySQL too (where a prepare is a hole in the set), so the list stays empty
+        let pooled = self.assembler.take_pooled();
         let Position::Mariadb(done) = &self.processed else {
             return;
         };
         let mut added = false;
-        for g in self.assembler.take_pooled() {
+        for g in pooled {
             let TransactionGtid::Mariadb(g) = g else {
                 continue;
             };
