@@ -229,7 +229,9 @@ impl TransactionAssembler {
         self.prepared.len()
     }
 
-    /// The GTIDs of the XA PREPAREs pooled since the last call, in stream order.
+    /// The GTIDs of the XA PREPAREs pooled since the last call (or [`reset`](Self::reset)),
+    /// in stream order. The list grows by one per prepare until taken: a long-lived caller
+    /// takes it after every push, as the live source does.
     pub fn take_pooled(&mut self) -> Vec<TransactionGtid> {
         std::mem::take(&mut self.pooled)
     }
