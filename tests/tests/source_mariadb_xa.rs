@@ -3,7 +3,8 @@
 //! XA COMMIT and nothing at its XA ROLLBACK; a one-phase XA COMMIT is an ordinary transaction;
 //! a prepare older than the source resolves row-lessly. And MariaDB's own question: its
 //! checkpoint (one GTID per domain) is held back before a pending prepare, so a restart from it
-//! still has the prepare's rows, and a reconnect repeats nothing.
+//! still has the prepare's rows, a restart from it and the processed position beside it
+//! repeats nothing either, and a reconnect repeats nothing.
 //!
 //! Every test takes the whole server (an XA PREPARE halts every `xa: refuse` source that sees
 //! it): the write side of SERVER_WIDE, and every test thread under nextest
@@ -290,6 +291,71 @@ async fn restart_from_the_checkpoint_with_a_pending_prepare_delivers_it_at_the_c
     assert!(before_prepare.is_subset(maria(&checkpoint)));
     assert_eq!(ids(&next_txn(&mut second, &schema).await), vec![11]);
     assert_eq!(second.position(), second.processed());
+    drop_schema(&mut admin, &schema).await;
+}
+
+/// Two restarts with a prepare pending, each from the pair the previous source reported
+/// (checkpoint and processed, `StartPosition::resume`): nothing already handed out comes
+/// again, the second source still holds the checkpoint before the prepare (so the third finds
+/// it too), and the prepare's rows come once, at its XA COMMIT. A processed position behind
+/// its checkpoint is refused before anything is read.
+#[tokio::test]
+async fn restarts_from_checkpoint_and_processed_repeat_nothing_and_deliver_the_prepare_once() {
+    let Some(db) = mariadb() else { return };
+    let _exclusive = SERVER_WIDE.write().await;
+    let (mut admin, schema) = setup(&db, "mxa_resume").await;
+    let mut first = start_current(&db, tracking(&schema)).await;
+    let mut xa = db.admin_conn().await;
+    let xid = new_xid();
+    prepare(&mut xa, &schema, &xid, &[1, 2]).await;
+    insert(&mut admin, &schema, 10).await;
+    let ten = next_txn(&mut first, &schema).await;
+    assert_eq!(ids(&ten), vec![10]);
+    let (checkpoint, processed) = (first.position().clone(), first.processed().clone());
+    assert!(!maria(&checkpoint).contains(&maria_gtid(&ten.gtid)));
+    assert!(maria(&processed).contains(&maria_gtid(&ten.gtid)));
+    drop(first);
+
+    let refused = BinlogSource::start(
+        config(&db),
+        StartPosition::resume(processed.clone(), Some(checkpoint.clone())),
+        tracking(&schema),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.code(), "processed_position_invalid", "{refused}");
+
+    insert(&mut admin, &schema, 11).await;
+    let mut second = BinlogSource::start(
+        config(&db),
+        StartPosition::resume(checkpoint.clone(), Some(processed.clone())),
+        tracking(&schema),
+    )
+    .await
+    .unwrap();
+    // 10 was handed out already: the next one is 11
+    assert_eq!(ids(&next_txn(&mut second, &schema).await), vec![11]);
+    assert!(second.stats().skipped_already_processed >= 1);
+    let (checkpoint2, processed2) = (second.position().clone(), second.processed().clone());
+    // still held before the prepare, which the second source read again and pooled
+    assert_eq!(checkpoint2, checkpoint);
+    assert!(processed.is_subset(&processed2) && processed2 != processed);
+    drop(second);
+
+    xa.query_drop(format!("XA COMMIT '{xid}'")).await.unwrap();
+    insert(&mut admin, &schema, 12).await;
+    let mut third = BinlogSource::start(
+        config(&db),
+        StartPosition::resume(checkpoint2, Some(processed2)),
+        tracking(&schema),
+    )
+    .await
+    .unwrap();
+    let committed = next_txn(&mut third, &schema).await;
+    assert_eq!(ids(&committed), vec![1, 2]);
+    assert_eq!(committed.also_covers.len(), 1);
+    assert_eq!(ids(&next_txn(&mut third, &schema).await), vec![12]);
+    assert_eq!(third.position(), third.processed());
     drop_schema(&mut admin, &schema).await;
 }
 

@@ -41,10 +41,24 @@
 //!
 //! The held domain moves on when the prepare resolves (the resolution covers both GTIDs). A
 //! reconnect dumps from the checkpoint and dedups against `processed`, so it repeats nothing.
-//! A new source started from a persisted held-back checkpoint re-pools the prepare, and also
-//! hands out again the domain's transactions after it that a previous source already handed
-//! out: at-least-once, like any replay after the last checkpoint. MySQL has no such window: its
-//! `processed` and `position` are always equal.
+//! MySQL has no such window: its `processed` and `position` are always equal.
+//!
+//! # A new source: resume with both positions
+//!
+//! A new source (another owner, a restart) is started with the pair a previous one reported,
+//! [`StartPosition::Resume`]: it dumps from the checkpoint and dedups against the processed
+//! position, so it re-pools the pending prepare and hands out nothing twice (checked first:
+//! `processed` covers the checkpoint and, on MySQL, equals it, else
+//! `processed_position_invalid`; the server executed it, else `source_identity_mismatch`).
+//! In the window between the two, whether a prepare is still pending is unknown until its
+//! resolution is (or is not) read: so the source also keeps `reached`, the start checkpoint
+//! plus everything read to its end, skipped or handed out. The checkpoint is `reached` held
+//! back (not `processed`); a prepare not yet reached is held before `reached`'s entry of its
+//! domain, and a resolution read in the window (skipped) releases its prepare. Once the window
+//! is read, `reached` equals `processed`, as in a source started from a checkpoint alone.
+//! A start from the checkpoint alone ([`StartPosition::Checkpoint`]) hands the window out
+//! again: at-least-once, like any replay after the last checkpoint. The positions are kept
+//! by the pure `SourceProgress` (unit-tested).
 //!
 //! # Liveness
 //!
@@ -56,18 +70,18 @@
 //! (no event received in between) halt `stream_stalled`; before the first stream,
 //! `command_retries_exhausted`. Anything not transient halts at once.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
-use capstan_core::change::TransactionGtid;
-use capstan_core::position::{Flavor, MariadbGtid, MariadbGtidPosition, Position};
+use capstan_core::position::{Flavor, Position};
 
 use super::assembler::{AssemblerConfig, AssemblerOutput, TransactionAssembler, XaMode};
 use super::connect::SourceClient;
-use super::dump::{check_resume, StartPosition};
+use super::dump::{check_processed, check_resume, StartPosition};
 use super::event::Event;
 use super::event_reader::EventReader;
 use super::source_config::ValidSourceConfig;
 use super::source_error::SourceError;
+use super::source_progress::SourceProgress;
 use super::stream_reader::StreamReader;
 use super::xid::XidKey;
 
@@ -97,13 +111,8 @@ pub struct BinlogSource {
     flavor: Flavor,
     server_version: String,
     server_identity: String,
-    /// The checkpoint: `processed`, held back on MariaDB by pending prepares.
-    position: Position,
-    /// Every transaction handed out.
-    processed: Position,
-    /// MariaDB prepares pooled and unresolved, by (domain, seq): the domain's processed GTID
-    /// just before each (none if there was none).
-    holds: BTreeMap<(u32, u64), Option<MariadbGtid>>,
+    /// The checkpoint, what was handed out, the MariaDB holds.
+    progress: SourceProgress,
     live: Option<Live>,
     pending: VecDeque<AssemblerOutput>,
     out: Vec<AssemblerOutput>,
@@ -126,15 +135,14 @@ impl BinlogSource {
                 Ok((flavor, server_version, server_identity, position, live, recovered)) => {
                     let mut assembler = TransactionAssembler::new(assembler.clone());
                     assembler.set_recovered_xa(recovered);
+                    let processed = start.processed().unwrap_or(&position).clone();
                     return Ok(BinlogSource {
                         config,
                         assembler,
                         flavor,
                         server_version,
                         server_identity,
-                        processed: position.clone(),
-                        position,
-                        holds: BTreeMap::new(),
+                        progress: SourceProgress::new(position, processed),
                         live: Some(live),
                         pending: VecDeque::new(),
                         out: Vec::new(),
@@ -165,14 +173,17 @@ impl BinlogSource {
         let mut client = SourceClient::open(config, config.stream_timeout).await?;
         let server = client.positions().await?;
         let recovered = Self::recovered_xa(&mut client, track_xa).await?;
-        let position = match start {
-            StartPosition::Current => server.executed(),
-            StartPosition::Checkpoint(p) => p.clone(),
+        let position = match start.checkpoint() {
+            None => server.executed(),
+            Some(p) => p.clone(),
         };
         if position.flavor() != client.flavor() {
             return Err(SourceError::PositionFlavorMismatch);
         }
         check_resume(&position, &server)?;
+        if let StartPosition::Resume { processed, .. } = start {
+            check_processed(&position, processed, &server)?;
+        }
         let flavor = client.flavor();
         let version = client.server_version().to_string();
         let identity = client.server_identity().to_string();
@@ -228,17 +239,18 @@ impl BinlogSource {
 
     /// The checkpoint: the start checkpoint plus every transaction handed out so far, except
     /// that on MariaDB a domain with a pending XA prepare stays just before it (see the module
-    /// documentation). Persist it after delivering what [`BinlogSource::next`] returned: a
-    /// start from it loses nothing.
+    /// documentation). Persist it, with [`BinlogSource::processed`], after delivering what
+    /// [`BinlogSource::next`] returned: a start from it loses nothing, and a start from both
+    /// ([`StartPosition::resume`]) repeats nothing either.
     pub fn position(&self) -> &Position {
-        &self.position
+        self.progress.position()
     }
 
-    /// The start checkpoint plus every transaction handed out so far, held back by nothing.
-    /// Equal to [`BinlogSource::position`] on MySQL and whenever no MariaDB prepare is
-    /// pending.
+    /// Every transaction handed out so far (and, for a [`StartPosition::Resume`], before the
+    /// start), held back by nothing: what dedup checks. Equal to [`BinlogSource::position`]
+    /// on MySQL and whenever no MariaDB prepare is pending.
     pub fn processed(&self) -> &Position {
-        &self.processed
+        self.progress.processed()
     }
 
     /// Counters.
@@ -282,80 +294,11 @@ impl BinlogSource {
                 ..
             } => (gtid, &[][..], *completes_transaction),
         };
-        let covered = |g: &TransactionGtid| match (&self.processed, g) {
-            (Position::Mysql(set), TransactionGtid::Mysql(g)) => set.contains(g),
-            (Position::Mariadb(pos), TransactionGtid::Mariadb(g)) => pos.contains(g),
-            _ => false,
-        };
-        // an XA resolution is processed once both of its GTIDs are (they are added together)
-        let skip = covered(gtid) && also.iter().all(&covered);
-        // a resolved prepare no longer holds its domain back (also when replayed)
-        let mut released = false;
-        for g in also {
-            if let TransactionGtid::Mariadb(g) = g {
-                released |= self.holds.remove(&(g.domain, g.seq)).is_some();
-            }
-        }
-        if skip {
+        let handed_out = self.progress.admit(gtid, also, completes);
+        if !handed_out {
             self.stats.skipped_already_processed += 1;
-        } else if completes {
-            for g in std::iter::once(gtid).chain(also) {
-                match (&mut self.processed, &mut self.position, g) {
-                    (Position::Mysql(done), Position::Mysql(cp), TransactionGtid::Mysql(g)) => {
-                        done.insert(g);
-                        cp.insert(g);
-                    }
-                    (
-                        Position::Mariadb(done),
-                        Position::Mariadb(cp),
-                        TransactionGtid::Mariadb(g),
-                    ) => {
-                        done.advance(*g);
-                        let mut held = self.holds.range((g.domain, 0)..=(g.domain, u64::MAX));
-                        if held.next().is_none() {
-                            cp.advance(*g);
-                        }
-                    }
-                    _ => {}
-                }
-            }
         }
-        if released {
-            self.rebuild_checkpoint();
-        }
-        (!skip).then_some(output)
-    }
-
-    /// Holds the checkpoint's domain back before each prepare the assembler pooled that is
-    /// not already held (a replay of a held one) or processed (a replay of a resolved one).
-    fn hold_pooled(&mut self) {
-        // taken on MySQL too (where a prepare is a hole in the set), so the list stays empty
-        let pooled = self.assembler.take_pooled();
-        let Position::Mariadb(done) = &self.processed else {
-            return;
-        };
-        let mut added = false;
-        for g in pooled {
-            let TransactionGtid::Mariadb(g) = g else {
-                continue;
-            };
-            if self.holds.contains_key(&(g.domain, g.seq)) || done.contains(&g) {
-                continue;
-            }
-            self.holds
-                .insert((g.domain, g.seq), done.get(g.domain).copied());
-            added = true;
-        }
-        if added {
-            self.rebuild_checkpoint();
-        }
-    }
-
-    /// Recomputes the MariaDB checkpoint from `processed` and the holds.
-    fn rebuild_checkpoint(&mut self) {
-        if let Position::Mariadb(done) = &self.processed {
-            self.position = Position::Mariadb(held_checkpoint(done, &self.holds));
-        }
+        handed_out.then_some(output)
     }
 
     /// Takes the next event of the live stream (read and parsed on the reader task) and
@@ -371,7 +314,8 @@ impl BinlogSource {
             self.stats.heartbeats += 1;
         }
         self.assembler.push(event, &mut self.out)?;
-        self.hold_pooled();
+        // taken on MySQL too (where a prepare is a hole in the set), so the list stays empty
+        self.progress.hold(self.assembler.take_pooled());
         self.pending.extend(self.out.drain(..));
         Ok(())
     }
@@ -413,71 +357,8 @@ impl BinlogSource {
         let server = client.positions().await?;
         let track_xa = matches!(self.assembler.config().xa, XaMode::Track { .. });
         let recovered = Self::recovered_xa(&mut client, track_xa).await?;
-        check_resume(&self.position, &server)?;
-        let live = Self::dump(client, &self.config, &self.position).await?;
+        check_resume(self.progress.position(), &server)?;
+        let live = Self::dump(client, &self.config, self.progress.position()).await?;
         Ok((live, recovered))
-    }
-}
-
-/// The MariaDB checkpoint: `processed`, except that each domain with holds (pending prepares
-/// by (domain, seq), each with the domain's entry before it) is at the entry before its
-/// earliest prepare, or absent if there was none.
-fn held_checkpoint(
-    processed: &MariadbGtidPosition,
-    holds: &BTreeMap<(u32, u64), Option<MariadbGtid>>,
-) -> MariadbGtidPosition {
-    let mut earliest: BTreeMap<u32, Option<MariadbGtid>> = BTreeMap::new();
-    for ((domain, _), before) in holds {
-        earliest.entry(*domain).or_insert(*before);
-    }
-    let mut cp = MariadbGtidPosition::new();
-    for g in processed
-        .iter()
-        .filter(|g| !earliest.contains_key(&g.domain))
-    {
-        cp.advance(*g);
-    }
-    for before in earliest.values().flatten() {
-        cp.advance(*before);
-    }
-    cp
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn g(domain: u32, seq: u64) -> MariadbGtid {
-        MariadbGtid::new(domain, 2, seq)
-    }
-
-    #[test]
-    fn held_checkpoint_stops_each_domain_before_its_earliest_pending_prepare() {
-        let processed: MariadbGtidPosition = "0-2-50,1-2-9,7-2-4".parse().unwrap();
-        let mut holds = BTreeMap::new();
-        assert_eq!(held_checkpoint(&processed, &holds), processed);
-        // domain 0: prepares at 20 (entry before it 19) and 30 (29); domain 1: 5 (4)
-        holds.insert((0, 30), Some(g(0, 29)));
-        holds.insert((0, 20), Some(g(0, 19)));
-        holds.insert((1, 5), Some(g(1, 4)));
-        let cp = held_checkpoint(&processed, &holds);
-        assert_eq!(cp.to_string(), "0-2-19,1-2-4,7-2-4");
-        for p in [g(0, 20), g(0, 30), g(1, 5)] {
-            assert!(!cp.contains(&p) && processed.contains(&p));
-        }
-        // the earliest resolves: the domain moves up to the next pending one
-        holds.remove(&(0, 20));
-        assert_eq!(
-            held_checkpoint(&processed, &holds).to_string(),
-            "0-2-29,1-2-4,7-2-4"
-        );
-        // a prepare first in its domain since the start: the domain is left out
-        holds.insert((7, 3), None);
-        assert_eq!(
-            held_checkpoint(&processed, &holds).to_string(),
-            "0-2-29,1-2-4"
-        );
-        holds.clear();
-        assert_eq!(held_checkpoint(&processed, &holds), processed);
     }
 }

@@ -34,8 +34,53 @@ use super::source_error::SourceError;
 pub enum StartPosition {
     /// Resume after this processed position (empty: all retained history).
     Checkpoint(Position),
+    /// Resume after `checkpoint`, handing out nothing `processed` covers: the pair a previous
+    /// source reported ([`BinlogSource::position`](super::BinlogSource::position) and
+    /// [`BinlogSource::processed`](super::BinlogSource::processed)). They differ only on
+    /// MariaDB, where a pending XA prepare holds the checkpoint back (ADR-0008); the dump then
+    /// reads the prepare again while the transactions after it that were already handed out
+    /// are skipped. `processed` must cover `checkpoint` (on MySQL, equal it), else the start
+    /// halts `processed_position_invalid`. Build it with [`StartPosition::resume`].
+    Resume {
+        /// Where the dump starts.
+        checkpoint: Position,
+        /// Everything already handed out.
+        processed: Position,
+    },
     /// The server's executed position, read once before the first dump ("from now").
     Current,
+}
+
+impl StartPosition {
+    /// A start from a persisted checkpoint and, if it was persisted too, the processed
+    /// position beside it (`None`, or equal to the checkpoint: a plain
+    /// [`StartPosition::Checkpoint`]).
+    pub fn resume(checkpoint: Position, processed: Option<Position>) -> StartPosition {
+        match processed {
+            Some(processed) if processed != checkpoint => StartPosition::Resume {
+                checkpoint,
+                processed,
+            },
+            _ => StartPosition::Checkpoint(checkpoint),
+        }
+    }
+
+    /// The checkpoint the dump starts after (`None` for [`StartPosition::Current`]).
+    pub fn checkpoint(&self) -> Option<&Position> {
+        match self {
+            StartPosition::Checkpoint(p) | StartPosition::Resume { checkpoint: p, .. } => Some(p),
+            StartPosition::Current => None,
+        }
+    }
+
+    /// The processed position to skip by (`None` for [`StartPosition::Current`]): the
+    /// checkpoint itself unless one was given beside it.
+    pub fn processed(&self) -> Option<&Position> {
+        match self {
+            StartPosition::Checkpoint(p) | StartPosition::Resume { processed: p, .. } => Some(p),
+            StartPosition::Current => None,
+        }
+    }
 }
 
 /// What the server reports about its history.
@@ -93,6 +138,34 @@ pub fn check_resume(checkpoint: &Position, server: &ServerPositions) -> Result<(
         }
         _ => Err(SourceError::PositionFlavorMismatch),
     }
+}
+
+/// Checks a processed position given beside `checkpoint` ([`StartPosition::Resume`]): it
+/// must have the checkpoint's flavour and cover it, and on MySQL (where the checkpoint is
+/// never held back) equal it (else `processed_position_invalid`); and this server must have
+/// executed it (else `source_identity_mismatch`: skipping by it would drop transactions this
+/// server numbers the same way).
+pub fn check_processed(
+    checkpoint: &Position,
+    processed: &Position,
+    server: &ServerPositions,
+) -> Result<(), SourceError> {
+    let valid = match (checkpoint, processed) {
+        (Position::Mysql(cp), Position::Mysql(done)) => cp == done,
+        (Position::Mariadb(cp), Position::Mariadb(done)) => cp.is_subset(done),
+        _ => false,
+    };
+    if !valid {
+        return Err(SourceError::ProcessedPositionInvalid);
+    }
+    let executed = server.executed();
+    if processed.flavor() != executed.flavor() {
+        return Err(SourceError::PositionFlavorMismatch);
+    }
+    if !processed.is_subset(&executed) {
+        return Err(SourceError::SourceIdentityMismatch);
+    }
+    Ok(())
 }
 
 /// Classifies a server refusal of the dump (or an error packet inside the stream). The
@@ -262,6 +335,74 @@ mod tests {
             oldest: MariadbGtidPosition::new(),
         };
         assert_eq!(code(&cp(""), &fresh), "ok");
+    }
+
+    #[test]
+    fn a_processed_position_must_cover_the_checkpoint_and_be_executed() {
+        let check = |cp: &Position, done: &Position, s: &ServerPositions| {
+            check_processed(cp, done, s)
+                .map(|_| "ok")
+                .unwrap_or_else(|e| e.code())
+        };
+        let maria = |t: &str| Position::parse(Flavor::Mariadb, t).unwrap();
+        let server = ServerPositions::Mariadb {
+            binlog_pos: "0-1-100,1-2-50".parse().unwrap(),
+            oldest: "0-1-20".parse().unwrap(),
+        };
+        // a held-back domain, a domain the checkpoint left out, equal positions
+        assert_eq!(check(&maria("0-1-30"), &maria("0-1-40"), &server), "ok");
+        assert_eq!(
+            check(&maria("0-1-30"), &maria("0-1-30,1-2-5"), &server),
+            "ok"
+        );
+        assert_eq!(check(&maria("0-1-30"), &maria("0-1-30"), &server), "ok");
+        // behind the checkpoint in a domain, or missing one of its domains
+        let invalid = "processed_position_invalid";
+        assert_eq!(check(&maria("0-1-30"), &maria("0-1-29"), &server), invalid);
+        assert_eq!(
+            check(&maria("0-1-30,1-2-5"), &maria("0-1-40"), &server),
+            invalid
+        );
+        assert_eq!(
+            check(&maria("0-1-30"), &Position::empty(Flavor::Mysql), &server),
+            invalid
+        );
+        // ahead of what the server executed: another server's history
+        assert_eq!(
+            check(&maria("0-1-30"), &maria("0-1-101"), &server),
+            "source_identity_mismatch"
+        );
+        // MySQL: never held back, so the two are equal or the pair is invalid
+        let my = |t: &str| Position::parse(Flavor::Mysql, &format!("{A}:{t}")).unwrap();
+        let server = mysql(&format!("{A}:1-100"), "");
+        assert_eq!(check(&my("1-50"), &my("1-50"), &server), "ok");
+        assert_eq!(check(&my("1-50"), &my("1-60"), &server), invalid);
+        assert_eq!(check(&my("1-50"), &my("1-40"), &server), invalid);
+        assert_eq!(
+            check(&my("1-101"), &my("1-101"), &server),
+            "source_identity_mismatch"
+        );
+        assert_eq!(
+            check(&maria("0-1-30"), &maria("0-1-40"), &server),
+            "position_flavor_mismatch"
+        );
+    }
+
+    #[test]
+    fn resume_is_a_plain_checkpoint_when_processed_adds_nothing() {
+        let a = Position::parse(Flavor::Mariadb, "0-1-30").unwrap();
+        let b = Position::parse(Flavor::Mariadb, "0-1-40").unwrap();
+        assert_eq!(
+            StartPosition::resume(a.clone(), None),
+            StartPosition::Checkpoint(a.clone())
+        );
+        assert_eq!(
+            StartPosition::resume(a.clone(), Some(a.clone())),
+            StartPosition::Checkpoint(a.clone())
+        );
+        let both = StartPosition::resume(a.clone(), Some(b.clone()));
+        assert_eq!((both.checkpoint(), both.processed()), (Some(&a), Some(&b)));
+        assert_eq!(StartPosition::Current.processed(), None);
     }
 
     #[test]

@@ -33,6 +33,7 @@ mod replica_conn;
 pub mod snapshot;
 mod source_config;
 mod source_error;
+mod source_progress;
 mod statement;
 mod stmt_cache;
 mod stream_reader;
@@ -48,7 +49,7 @@ pub use assembler::{AssemblerConfig, AssemblerOutput, TransactionAssembler, XaMo
 pub use binlog_file::BinlogFileEvents;
 pub use binlog_stream::{BinlogSource, SourceStats};
 pub use connect::{detect_flavor, SourceClient};
-pub use dump::{check_resume, ServerPositions, StartPosition};
+pub use dump::{check_processed, check_resume, ServerPositions, StartPosition};
 pub use event::{Event, MariadbGtidEvent, QueryEvent, RowsEvent, RowsKind};
 pub use event_reader::{frame_len, EventReader, HEADER_LEN};
 pub use halt::Halt;

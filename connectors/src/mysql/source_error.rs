@@ -66,6 +66,10 @@ pub enum SourceError {
     /// The server no longer has binlogs the checkpoint needs: resuming would skip changes.
     #[error("data gap: the server purged binlogs the checkpoint still needs")]
     DataGap,
+    /// The processed position given beside a checkpoint does not cover it (or, on MySQL,
+    /// differs from it, or has another flavour): skipping by it could lose transactions.
+    #[error("processed position invalid: it must cover the checkpoint")]
+    ProcessedPositionInvalid,
     /// The checkpoint covers transactions this server never executed.
     #[error("source identity mismatch: the checkpoint has gtids this server never executed")]
     SourceIdentityMismatch,
@@ -156,6 +160,7 @@ impl SourceError {
             SourceError::FlavorMismatch { .. } => "flavor_mismatch",
             SourceError::PositionFlavorMismatch => "position_flavor_mismatch",
             SourceError::DataGap => "data_gap",
+            SourceError::ProcessedPositionInvalid => "processed_position_invalid",
             SourceError::SourceIdentityMismatch => "source_identity_mismatch",
             SourceError::SourceIdentityChanged => "source_identity_changed",
             SourceError::ServerIdConflict => "server_id_conflict",
@@ -215,6 +220,7 @@ mod tests {
             SourceError::InvalidLivenessConfig,
             SourceError::BinlogFormatNotRow,
             SourceError::DataGap,
+            SourceError::ProcessedPositionInvalid,
             SourceError::SourceIdentityMismatch,
             SourceError::StreamStalled { attempts: 3 },
             SourceError::DumpFailed { code: 1236 },

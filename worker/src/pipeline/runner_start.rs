@@ -36,7 +36,8 @@ impl PipelineRunner {
             return Ok((RunnerSink::AtLeastOnce(publisher), start));
         }
         let raft_position = match start {
-            StartPosition::Checkpoint(p) => p,
+            // the processed position is not carried through the exactly-once resume yet
+            StartPosition::Checkpoint(p) | StartPosition::Resume { checkpoint: p, .. } => p,
             StartPosition::Current => {
                 let mut client =
                     SourceClient::open(&self.spec.source, self.spec.source.stream_timeout)
