@@ -82,7 +82,7 @@ use super::event_reader::EventReader;
 use super::source_config::ValidSourceConfig;
 use super::source_error::SourceError;
 use super::source_progress::SourceProgress;
-use super::stream_reader::StreamReader;
+use super::stream_reader::{DecodeAhead, StreamReader};
 use super::xid::XidKey;
 
 /// A live dump: the connection, read and parsed into events on its own task.
@@ -101,6 +101,9 @@ pub struct SourceStats {
     pub events: u64,
     /// Server heartbeats received (the server sends one per `heartbeat_period` of idleness).
     pub heartbeats: u64,
+    /// Rows events the reader task decoded ahead while the caller was busy, and the
+    /// assembler took as they were.
+    pub rows_events_decoded_ahead: u64,
 }
 
 /// The live binlog source. See the module documentation.
@@ -129,9 +132,10 @@ impl BinlogSource {
     ) -> Result<BinlogSource, SourceError> {
         let mut attempts = 0u32;
         let track_xa = matches!(assembler.xa, XaMode::Track { .. });
+        let ahead = DecodeAhead::new(&assembler);
         loop {
             attempts += 1;
-            match Self::first_connect(&config, &start, track_xa).await {
+            match Self::first_connect(&config, &start, track_xa, &ahead).await {
                 Ok((flavor, server_version, server_identity, position, live, recovered)) => {
                     let mut assembler = TransactionAssembler::new(assembler.clone());
                     assembler.set_recovered_xa(recovered);
@@ -169,6 +173,7 @@ impl BinlogSource {
         config: &ValidSourceConfig,
         start: &StartPosition,
         track_xa: bool,
+        ahead: &DecodeAhead,
     ) -> Result<(Flavor, String, String, Position, Live, Vec<XidKey>), SourceError> {
         let mut client = SourceClient::open(config, config.stream_timeout).await?;
         let server = client.positions().await?;
@@ -187,7 +192,7 @@ impl BinlogSource {
         let flavor = client.flavor();
         let version = client.server_version().to_string();
         let identity = client.server_identity().to_string();
-        let live = Self::dump(client, config, &position).await?;
+        let live = Self::dump(client, config, &position, ahead.clone()).await?;
         Ok((flavor, version, identity, position, live, recovered))
     }
 
@@ -208,6 +213,7 @@ impl BinlogSource {
         client: SourceClient,
         config: &ValidSourceConfig,
         position: &Position,
+        ahead: DecodeAhead,
     ) -> Result<Live, SourceError> {
         let flavor = client.flavor();
         let conn = tokio::time::timeout(config.stream_timeout, client.into_dump(config, position))
@@ -217,7 +223,12 @@ impl BinlogSource {
             })??;
         let mut reader = EventReader::new();
         reader.set_flavor(flavor);
-        Ok(StreamReader::spawn(conn, reader, config.stream_timeout))
+        Ok(StreamReader::spawn(
+            conn,
+            reader,
+            config.stream_timeout,
+            ahead,
+        ))
     }
 
     /// The server flavour.
@@ -255,7 +266,10 @@ impl BinlogSource {
 
     /// Counters.
     pub fn stats(&self) -> SourceStats {
-        self.stats
+        SourceStats {
+            rows_events_decoded_ahead: self.assembler.decoded_ahead(),
+            ..self.stats
+        }
     }
 
     /// The next output, in binlog order. An error is final: the source has halted.
@@ -358,7 +372,8 @@ impl BinlogSource {
         let track_xa = matches!(self.assembler.config().xa, XaMode::Track { .. });
         let recovered = Self::recovered_xa(&mut client, track_xa).await?;
         check_resume(self.progress.position(), &server)?;
-        let live = Self::dump(client, &self.config, self.progress.position()).await?;
+        let ahead = DecodeAhead::new(self.assembler.config());
+        let live = Self::dump(client, &self.config, self.progress.position(), ahead).await?;
         Ok((live, recovered))
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use capstan_core::position::{Gtid, MariadbGtid};
 
+use super::decode::AheadSlot;
 use super::halt::Halt;
 use super::table_schema::TableSchema;
 use super::xid::XidKey;
@@ -170,6 +171,8 @@ pub struct RowsEvent {
     pub after_columns: Option<Vec<bool>>,
     /// The row images.
     pub rows: Vec<u8>,
+    /// The rows decoded ahead by the stream's reader task, if it had the time (a cache).
+    pub ahead: AheadSlot,
 }
 
 impl fmt::Debug for RowsEvent {

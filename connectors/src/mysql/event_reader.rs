@@ -17,6 +17,7 @@ use mysql_common::binlog::events::{
     Event as McEvent, EventData, FormatDescriptionEvent, RowsEventData,
 };
 
+use super::decode::AheadSlot;
 use super::event::{Event, QueryEvent, RowsEvent, RowsKind};
 use super::halt::Halt;
 use super::mariadb_events as maria;
@@ -326,5 +327,6 @@ fn map_rows(rows: &RowsEventData<'_>, event_type: u8) -> Event {
             .columns_after_image()
             .map(|s| s.iter().by_vals().take(n).collect()),
         rows: rows.rows_data().to_vec(),
+        ahead: AheadSlot::default(),
     })
 }

@@ -3,7 +3,9 @@
 
 use proptest::prelude::*;
 
-use super::decode::{decode_full_rows, decode_rows, DecodeOptions, RowImage};
+use std::sync::Arc;
+
+use super::decode::{decode_full_rows, decode_rows, AheadSlot, DecodeOptions, RowImage};
 use super::event::{Event, RowsEvent, RowsKind};
 use super::event_reader::EventReader;
 use super::halt::Halt;
@@ -108,6 +110,7 @@ proptest! {
         kind in 0u8..3,
         lax in any::<bool>(),
         absent in proptest::option::of(0usize..42),
+        fail_at in proptest::option::of(0usize..4),
     ) {
         let mut r = EventReader::new();
         let Ok(Event::TableMap(schema)) = r.decode(&frame(19, &hex(ALL_TYPES_TABLE_MAP))) else {
@@ -132,6 +135,7 @@ proptest! {
             before_columns: before,
             after_columns: after,
             rows,
+            ahead: Default::default(),
         };
         let opts = DecodeOptions { legacy_temporal: lax, enum_set_index_fallback: lax };
         // the assembler's path agrees with decode_rows + into_full: same rows or same halt
@@ -150,6 +154,33 @@ proptest! {
         })
         .map(|()| got);
         prop_assert_eq!(fast, reference);
+
+        // decoded ahead (the reader task's path) and replayed: the same rows handed over and
+        // the same halt as decoding in place, also when the consumer fails at some row
+        let sentinel = Halt::RowDecodeFailed { column: 9999, reason: "consumer failed" };
+        // every call is recorded, the failing one and any (wrong) call after it included
+        let consume = |seen: &mut Vec<_>, b, a| {
+            seen.push((b, a));
+            if Some(seen.len() - 1) == fail_at {
+                return Err(sentinel.clone());
+            }
+            Ok(())
+        };
+        let mut in_place = Vec::new();
+        let r1 = decode_full_rows(&schema, &ev, &opts, |b, a| consume(&mut in_place, b, a));
+        let mut slot = AheadSlot::fill(&ev, Arc::clone(&schema), opts);
+        let mut ahead = Vec::new();
+        let r2 = slot
+            .take_for(&schema, &opts)
+            .expect("decoded against this table map")
+            .replay(|b, a| consume(&mut ahead, b, a));
+        prop_assert_eq!(r1, r2);
+        prop_assert_eq!(in_place, ahead);
+        // only for that very table map and those options
+        let other_map = Arc::new((*schema).clone());
+        prop_assert!(AheadSlot::fill(&ev, Arc::clone(&schema), opts).take_for(&other_map, &opts).is_none());
+        let other_opts = DecodeOptions { legacy_temporal: !lax, ..opts };
+        prop_assert!(AheadSlot::fill(&ev, Arc::clone(&schema), opts).take_for(&schema, &other_opts).is_none());
     }
 
     #[test]

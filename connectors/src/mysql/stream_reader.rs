@@ -11,18 +11,46 @@
 //! timeout (`stream_timeout` without a frame), an I/O failure, the server's EOF or error
 //! packet, or a halt while parsing — is sent after the events before it, and ends the task.
 //! Dropping the reader aborts the task and closes the connection.
+//!
+//! While the caller is the slower side (the channel is full), the task does not just wait:
+//! it decodes rows events of the batch it holds — captured tables only, against the table map
+//! in force before each — into their [`AheadSlot`]s, which the assembler uses instead of
+//! decoding them again ([`AheadSlot`] says why that is exact). Row decoding so spreads over
+//! both sides by itself, and not at all while the caller keeps up.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::task::JoinHandle;
 
+use super::assembler::AssemblerConfig;
+use super::decode::{AheadSlot, DecodeOptions};
 use super::dump::classify_dump_error;
 use super::event::Event;
 use super::event_reader::EventReader;
 use super::replica_conn::{Frame, ReplicaConn};
 use super::source_error::SourceError;
+use super::table_filter::TableFilter;
+use super::table_schema::TableSchema;
+
+/// What the task needs to decode rows ahead as the assembler would: its table filter and
+/// decode options.
+#[derive(Clone, Debug)]
+pub(crate) struct DecodeAhead {
+    filter: TableFilter,
+    opts: DecodeOptions,
+}
+
+impl DecodeAhead {
+    pub(crate) fn new(config: &AssemblerConfig) -> Self {
+        DecodeAhead {
+            filter: config.filter.clone(),
+            opts: config.decode,
+        }
+    }
+}
 
 /// Events per batch at most.
 pub(crate) const BATCH_EVENTS: usize = 256;
@@ -49,9 +77,14 @@ pub(crate) struct StreamReader {
 
 impl StreamReader {
     /// Starts reading `conn` on a new task, parsing with `reader`.
-    pub(crate) fn spawn(conn: ReplicaConn, reader: EventReader, timeout: Duration) -> Self {
+    pub(crate) fn spawn(
+        conn: ReplicaConn,
+        reader: EventReader,
+        timeout: Duration,
+        ahead: DecodeAhead,
+    ) -> Self {
         let (tx, rx) = mpsc::channel(BATCHES_IN_FLIGHT);
-        let task = tokio::spawn(read_loop(conn, reader, timeout, tx));
+        let task = tokio::spawn(read_loop(conn, reader, timeout, ahead, tx));
         StreamReader {
             rx,
             task,
@@ -87,39 +120,110 @@ impl Drop for StreamReader {
     }
 }
 
+/// A batch being filled, and its rows events that could be decoded ahead.
+struct Pending {
+    events: Vec<Event>,
+    bytes: usize,
+    /// (index into `events`, the table map in force when it was read), in stream order.
+    decodable: VecDeque<(usize, Arc<TableSchema>)>,
+}
+
+impl Pending {
+    fn new() -> Self {
+        Pending {
+            events: Vec::new(),
+            bytes: 0,
+            decodable: VecDeque::new(),
+        }
+    }
+
+    /// Decodes the next decodable rows event ahead; false when none is left.
+    fn decode_one(&mut self, opts: DecodeOptions) -> bool {
+        let Some((i, schema)) = self.decodable.pop_front() else {
+            return false;
+        };
+        if let Some(Event::Rows(rows)) = self.events.get_mut(i) {
+            rows.ahead = AheadSlot::fill(rows, schema, opts);
+        }
+        true
+    }
+}
+
+/// Sends `pending` as a batch. While the channel is full, decodes its rows ahead one event
+/// at a time between attempts, then waits. False when the receiver is gone.
+async fn send(tx: &mpsc::Sender<Batch>, mut pending: Pending, opts: DecodeOptions) -> bool {
+    loop {
+        let batch = Batch {
+            events: std::mem::take(&mut pending.events),
+            end: None,
+        };
+        match tx.try_send(batch) {
+            Ok(()) => return true,
+            Err(TrySendError::Closed(_)) => return false,
+            Err(TrySendError::Full(batch)) => {
+                pending.events = batch.events;
+                if !pending.decode_one(opts) {
+                    let batch = Batch {
+                        events: pending.events,
+                        end: None,
+                    };
+                    return tx.send(batch).await.is_ok();
+                }
+            }
+        }
+    }
+}
+
 async fn read_loop(
     mut conn: ReplicaConn,
     mut reader: EventReader,
     timeout: Duration,
+    ahead: DecodeAhead,
     tx: mpsc::Sender<Batch>,
 ) {
     let mut buf = Vec::with_capacity(64 * 1024);
-    let mut events = Vec::new();
-    let mut bytes = 0usize;
+    let mut pending = Pending::new();
+    // the table maps of captured tables by id, as last seen in the stream
+    let mut tables: HashMap<u64, Arc<TableSchema>> = HashMap::new();
     loop {
-        let flush = !events.is_empty()
-            && (bytes >= BATCH_BYTES
-                || events.len() >= BATCH_EVENTS
+        let flush = !pending.events.is_empty()
+            && (pending.bytes >= BATCH_BYTES
+                || pending.events.len() >= BATCH_EVENTS
                 || !conn.has_buffered_packet());
-        if flush {
-            let batch = Batch {
-                events: std::mem::take(&mut events),
-                end: None,
-            };
-            bytes = 0;
-            if tx.send(batch).await.is_err() {
-                return;
-            }
+        if flush
+            && !send(
+                &tx,
+                std::mem::replace(&mut pending, Pending::new()),
+                ahead.opts,
+            )
+            .await
+        {
+            return;
         }
         match read_event(&mut conn, &mut reader, timeout, &mut buf).await {
             Ok(event) => {
-                bytes += buf.len();
-                events.push(event);
+                pending.bytes += buf.len();
+                match &event {
+                    Event::TableMap(schema) if ahead.filter.admits(&schema.table) => {
+                        tables.insert(schema.table_id, Arc::clone(schema));
+                    }
+                    Event::TableMap(schema) => {
+                        tables.remove(&schema.table_id);
+                    }
+                    Event::Rows(rows) => {
+                        if let Some(schema) = tables.get(&rows.table_id) {
+                            let at = pending.events.len();
+                            pending.decodable.push_back((at, Arc::clone(schema)));
+                        }
+                    }
+                    _ => {}
+                }
+                pending.events.push(event);
             }
             Err(e) => {
                 let _ = tx
                     .send(Batch {
-                        events,
+                        events: pending.events,
                         end: Some(e),
                     })
                     .await;

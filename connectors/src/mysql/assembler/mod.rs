@@ -199,6 +199,7 @@ pub struct TransactionAssembler {
     prepared: HashMap<XidKey, Prepared>,
     recovered: HashSet<XidKey>,
     pooled: Vec<TransactionGtid>,
+    decoded_ahead: u64,
 }
 
 fn shape(reason: &'static str) -> Halt {
@@ -215,6 +216,7 @@ impl TransactionAssembler {
             prepared: HashMap::new(),
             recovered: HashSet::new(),
             pooled: Vec::new(),
+            decoded_ahead: 0,
         }
     }
 
@@ -239,6 +241,11 @@ impl TransactionAssembler {
     /// The configuration.
     pub fn config(&self) -> &AssemblerConfig {
         &self.config
+    }
+
+    /// Rows events whose rows came decoded ahead (by the stream's reader task) so far.
+    pub fn decoded_ahead(&self) -> u64 {
+        self.decoded_ahead
     }
 
     /// Drops any partial transaction and a sticky halt: call when the stream restarts from
@@ -291,7 +298,7 @@ impl TransactionAssembler {
             Event::MariadbGtid(g) => self.mariadb_gtid(g),
             Event::Query(q) => self.query(&q.schema, &q.statement, out),
             Event::TableMap(schema) => self.table_map(schema),
-            Event::Rows(rows) => self.rows(&rows),
+            Event::Rows(mut rows) => self.rows(&mut rows),
             Event::Xid => self.commit(out),
             Event::XaPrepare { one_phase, xid } => match &self.state {
                 State::Open(open) if open.xid.is_some_and(|x| x != xid) => {
@@ -570,7 +577,7 @@ impl TransactionAssembler {
         Ok(())
     }
 
-    fn rows(&mut self, rows: &RowsEvent) -> Result<(), Halt> {
+    fn rows(&mut self, rows: &mut RowsEvent) -> Result<(), Halt> {
         let State::Open(open) = &mut self.state else {
             return Err(Halt::RowsWithoutTransaction);
         };
@@ -592,7 +599,8 @@ impl TransactionAssembler {
             RowsKind::Delete => Op::Delete,
         };
         let changes = &mut open.changes;
-        decode_full_rows(&schema, rows, &self.config.decode, |before, after| {
+        let opts = &self.config.decode;
+        let mut push = |before, after| {
             changes.push(Change {
                 table: Arc::clone(&schema.table),
                 op,
@@ -601,7 +609,16 @@ impl TransactionAssembler {
                 key: Arc::clone(&schema.key),
             });
             Ok(())
-        })
+        };
+        // decoded ahead by the reader task against this very table map: the same rows, or
+        // the same halt, as decoding here
+        match rows.ahead.take_for(&schema, opts) {
+            Some(ahead) => {
+                self.decoded_ahead += 1;
+                ahead.replay(push)
+            }
+            None => decode_full_rows(&schema, rows, opts, &mut push),
+        }
     }
 
     fn commit(&mut self, out: &mut Vec<AssemblerOutput>) -> Result<(), Halt> {

@@ -7,6 +7,7 @@
 //! per file, rather than through mysql_common's `BinlogRow`: that one panics on short
 //! metadata and mis-decodes negative TIME(1)/TIME(2).
 
+mod ahead;
 mod cursor;
 mod json;
 mod numeric;
@@ -16,6 +17,7 @@ mod text;
 use capstan_core::change::Value;
 use mysql_common::constants::ColumnType;
 
+pub use self::ahead::{AheadSlot, RowsAhead};
 use self::cursor::Cursor;
 use super::event::{RowsEvent, RowsKind};
 use super::halt::Halt;
