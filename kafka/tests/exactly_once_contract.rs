@@ -58,6 +58,7 @@ fn checkpoint(upto: u64) -> Checkpoint {
     };
     Checkpoint {
         position: Position::parse(Flavor::Mysql, &text).unwrap(),
+        processed: None,
         snapshot: SnapshotProgress::default(),
     }
 }

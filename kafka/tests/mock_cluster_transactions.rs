@@ -36,6 +36,7 @@ fn cluster() -> DevCluster {
 fn checkpoint(upto: u64) -> Checkpoint {
     Checkpoint {
         position: Position::parse(Flavor::Mysql, &format!("{}:1-{upto}", common::UUID)).unwrap(),
+        processed: None,
         snapshot: SnapshotProgress::default(),
     }
 }

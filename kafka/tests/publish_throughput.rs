@@ -169,6 +169,7 @@ async fn throughput_idempotent_and_transactional() {
     let log = KafkaTransactionalLog::new(checked.producer, 60_000, Duration::from_secs(30));
     let empty = Checkpoint {
         position: Position::empty(Flavor::Mysql),
+        processed: None,
         snapshot: SnapshotProgress::default(),
     };
     let owner = OwnerIdentity {
@@ -189,6 +190,7 @@ async fn throughput_idempotent_and_transactional() {
                 Position::parse(Flavor::Mysql, &format!("{}:1-{upto}", common::UUID)).unwrap();
             let cp = Checkpoint {
                 position,
+                processed: None,
                 snapshot: SnapshotProgress::default(),
             };
             eos.publish(&records, &cp).await.unwrap();

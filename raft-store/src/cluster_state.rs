@@ -31,7 +31,10 @@
 //!
 //! A checkpoint must cover the previous one (`previous ⊆ new`, same flavour): the processed
 //! set only grows, so a smaller one is a bug or a stale reader and is refused with
-//! `CheckpointRegressed`. A table whose snapshot is `complete` stays complete; only
+//! `CheckpointRegressed`. The processed position beside it (what was delivered, ahead of a
+//! MariaDB checkpoint held back before a pending XA prepare, ADR-0008; absent = the
+//! checkpoint) must cover the checkpoint (`ProcessedBehindCheckpoint`) and the previous
+//! processed position (`CheckpointRegressed`). A table whose snapshot is `complete` stays complete; only
 //! `ResetOffsets` (which clears checkpoint and snapshot progress) starts over. Repeating an
 //! already-applied owner write (a client retry) is answered `Applied` and changes nothing.
 
@@ -162,17 +165,30 @@ impl ClusterState {
                 pipeline,
                 epoch,
                 position,
+                processed,
             } => {
                 let (record, _) = match self.owned_record(&pipeline, epoch) {
                     Ok(owned) => owned,
                     Err(rejection) => return rejection,
                 };
+                // stored only when it says more than the checkpoint
+                let processed = processed.filter(|p| *p != position);
+                let new_processed = processed.as_ref().unwrap_or(&position);
+                if !position.is_subset(new_processed) {
+                    return Response::ProcessedBehindCheckpoint;
+                }
                 if let Some(previous) = &record.checkpoint {
                     if !previous.is_subset(&position) {
                         return Response::CheckpointRegressed;
                     }
                 }
+                if let Some(previous) = record.processed() {
+                    if !previous.is_subset(new_processed) {
+                        return Response::CheckpointRegressed;
+                    }
+                }
                 record.checkpoint = Some(position);
+                record.processed = processed;
                 Response::Applied
             }
             Command::BeginSnapshot {
@@ -186,6 +202,7 @@ impl ClusterState {
                     Err(rejection) => return rejection,
                 };
                 record.checkpoint = Some(position);
+                record.processed = None;
                 record.snapshot = tables
                     .into_iter()
                     .map(|(table, rows_estimated)| {
@@ -259,6 +276,7 @@ impl ClusterState {
                     };
                 }
                 record.checkpoint = None;
+                record.processed = None;
                 record.snapshot.clear();
                 record.owner = None;
                 record.epoch = record.epoch.saturating_add(1);

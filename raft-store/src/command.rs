@@ -67,8 +67,14 @@ pub enum Command {
         pipeline: String,
         /// The writer's ownership epoch.
         epoch: Epoch,
-        /// The processed position; must cover the previous checkpoint.
+        /// The checkpoint, where a restart resumes; must cover the previous checkpoint.
         position: Position,
+        /// Everything delivered, when more than `position` covers (a MariaDB checkpoint held
+        /// back before a pending XA prepare, ADR-0008); `None` means "the same as
+        /// `position`" (always on MySQL, and in commands written before the field existed).
+        /// Must cover `position` and the previous processed position.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        processed: Option<Position>,
     },
     /// Owner write: start (or restart) the initial snapshot: the checkpoint becomes
     /// `position` (the stream floor P0, read before the first chunk; it may be behind a

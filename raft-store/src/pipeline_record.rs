@@ -18,6 +18,10 @@ pub struct PipelineRecord {
     pub(crate) epoch: Epoch,
     pub(crate) owner: Option<NodeId>,
     pub(crate) checkpoint: Option<Position>,
+    /// Set only when it covers more than `checkpoint` (absent in records written before it
+    /// existed: the same as the checkpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) processed: Option<Position>,
     pub(crate) snapshot: BTreeMap<String, TableProgress>,
     pub(crate) status: Option<ReportedStatus>,
 }
@@ -31,6 +35,7 @@ impl PipelineRecord {
             epoch: epoch_floor,
             owner: None,
             checkpoint: None,
+            processed: None,
             snapshot: BTreeMap::new(),
             status: None,
         }
@@ -70,9 +75,16 @@ impl PipelineRecord {
         })
     }
 
-    /// The last committed processed position.
+    /// The last committed checkpoint: where a restart resumes.
     pub fn checkpoint(&self) -> Option<&Position> {
         self.checkpoint.as_ref()
+    }
+
+    /// Everything delivered as of the last committed checkpoint: the checkpoint itself unless
+    /// a MariaDB checkpoint was held back before a pending XA prepare (ADR-0008). A restart
+    /// resumes from the checkpoint and skips what this covers.
+    pub fn processed(&self) -> Option<&Position> {
+        self.processed.as_ref().or(self.checkpoint.as_ref())
     }
 
     /// Snapshot progress per table (`schema.table`), in table order.

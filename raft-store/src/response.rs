@@ -36,8 +36,11 @@ pub enum Response {
         /// The pipeline's desired state.
         desired: DesiredState,
     },
-    /// A checkpoint that does not cover the previous one (or is of another flavour).
+    /// A checkpoint that does not cover the previous one (or is of another flavour), or a
+    /// processed position that does not cover the previous processed position.
     CheckpointRegressed,
+    /// A processed position that does not cover its own checkpoint (or is of another flavour).
+    ProcessedBehindCheckpoint,
     /// Snapshot progress for a table whose snapshot is already complete.
     TableAlreadyComplete,
 }
@@ -67,6 +70,7 @@ impl Response {
             Response::EpochNotIncreasing { .. } => "epoch_not_increasing",
             Response::NotStopped { .. } => "pipeline_not_stopped",
             Response::CheckpointRegressed => "checkpoint_regressed",
+            Response::ProcessedBehindCheckpoint => "processed_behind_checkpoint",
             Response::TableAlreadyComplete => "snapshot_table_already_complete",
         }
     }
@@ -93,6 +97,9 @@ impl std::fmt::Display for Response {
             }
             Response::CheckpointRegressed => {
                 f.write_str("checkpoint does not cover the previous checkpoint")
+            }
+            Response::ProcessedBehindCheckpoint => {
+                f.write_str("processed position does not cover its checkpoint")
             }
             Response::TableAlreadyComplete => f.write_str("table snapshot is already complete"),
         }

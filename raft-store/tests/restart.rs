@@ -39,11 +39,13 @@ fn commands(processed: Position, stale: Position) -> Vec<Command> {
             pipeline: "orders".into(),
             epoch: 1,
             position: processed,
+            processed: None,
         },
         Command::CommitCheckpoint {
             pipeline: "orders".into(),
             epoch: 0,
             position: stale,
+            processed: None,
         },
     ]
 }

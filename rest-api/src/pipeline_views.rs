@@ -63,6 +63,11 @@ pub struct PipelineOffsets {
     /// The committed processed position in the server's text form (a GTID set for MySQL, a
     /// GTID position for MariaDB); absent before the first checkpoint or after a reset.
     pub position: Option<String>,
+    /// Everything delivered, when more than `position`: a MariaDB checkpoint held back before
+    /// a pending XA prepare (ADR-0008); a restart resumes from `position` and skips what this
+    /// covers. Absent when it equals `position` (always on MySQL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processed: Option<String>,
     /// Initial-snapshot progress per table, in table order.
     pub snapshot: Vec<TableOffset>,
 }

@@ -453,6 +453,10 @@ impl ControlPlane for NodeControlPlane {
                     epoch: r.epoch(),
                     flavor: r.checkpoint().map(|p| p.flavor().as_str().to_string()),
                     position: r.checkpoint().map(|p| p.to_string()),
+                    processed: r
+                        .processed()
+                        .filter(|p| Some(*p) != r.checkpoint())
+                        .map(|p| p.to_string()),
                     snapshot: r
                         .snapshot_progress()
                         .iter()

@@ -37,23 +37,38 @@ pub struct SnapshotProgress {
     pub tables: BTreeMap<String, TableProgress>,
 }
 
-/// A pipeline checkpoint: the processed position (ADR-0001) and the snapshot progress (the
-/// second authority; the snapshot contributes no GTIDs).
+/// A pipeline checkpoint: the position a restart resumes from (ADR-0001), the processed
+/// position beside it when it is more, and the snapshot progress (the second authority; the
+/// snapshot contributes no GTIDs).
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Checkpoint {
-    /// Every transaction processed.
+    /// Where a restart resumes: every transaction before it is published.
     pub position: Position,
+    /// Every transaction published, when more than `position` covers: a MariaDB checkpoint
+    /// held back before a pending XA prepare (ADR-0008); a restart skips what it covers.
+    /// `None` (and absent from the record, as in records written before the field) means
+    /// "the same as `position`".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processed: Option<Position>,
     /// Snapshot progress.
     #[serde(default)]
     pub snapshot: SnapshotProgress,
 }
 
 impl Checkpoint {
-    /// True when `self` covers everything `other` covers: `other`'s position is a subset of
-    /// ours and we committed at least as many snapshot chunks.
+    /// Everything published: `processed`, else `position`.
+    pub fn processed(&self) -> &Position {
+        self.processed.as_ref().unwrap_or(&self.position)
+    }
+
+    /// True when `self` covers everything `other` covers: `other`'s position and processed
+    /// position are subsets of ours, and we committed at least as many snapshot chunks.
+    /// Along one history every component only grows, so of two checkpoints of one pipeline
+    /// the later covers the earlier; with equal positions, the processed positions decide.
     pub fn covers(&self, other: &Checkpoint) -> bool {
         other.position.is_subset(&self.position)
+            && other.processed().is_subset(self.processed())
             && self.snapshot.chunks_committed >= other.snapshot.chunks_committed
     }
 }

@@ -101,6 +101,7 @@ mod tests {
             epoch: 3,
             checkpoint: Checkpoint {
                 position: Position::parse(Flavor::Mariadb, text).unwrap(),
+                processed: None,
                 snapshot: SnapshotProgress::default(),
             },
         };
@@ -120,6 +121,40 @@ mod tests {
         assert_eq!(
             OffsetsRecord::latest("a", &[garbage]).unwrap_err().code(),
             "offsets_record_invalid"
+        );
+    }
+
+    #[test]
+    fn a_record_without_processed_reads_as_before_and_one_with_it_round_trips() {
+        // a record as written before the processed position existed
+        let old = br#"{"version":1,"pipeline":"a","epoch":3,"checkpoint":{"position":{"flavor":"mariadb","gtids":"0-1-5"},"snapshot":{"chunks_committed":0,"tables":{}}}}"#;
+        let stored = ConsumedRecord {
+            topic: "capstan.offsets".into(),
+            partition: 0,
+            offset: 0,
+            key: Some(b"a".to_vec()),
+            value: Some(old.to_vec()),
+            headers: Vec::new(),
+        };
+        let record = OffsetsRecord::latest("a", &[stored]).unwrap().unwrap();
+        let five = Position::parse(Flavor::Mariadb, "0-1-5").unwrap();
+        assert_eq!(record.checkpoint.processed, None);
+        assert_eq!(record.checkpoint.processed(), &five);
+        // written again without a processed position: the same bytes as before
+        let again = record.to_record("capstan.offsets").unwrap();
+        assert_eq!(again.value.as_deref(), Some(&old[..]));
+        // with one: named in the record, and read back
+        let mut held = record;
+        held.checkpoint.processed = Some(Position::parse(Flavor::Mariadb, "0-1-9").unwrap());
+        let kafka = held.to_record("capstan.offsets").unwrap();
+        let text = String::from_utf8(kafka.value.clone().unwrap()).unwrap();
+        assert!(
+            text.contains(r#""processed":{"flavor":"mariadb","gtids":"0-1-9"}"#),
+            "{text}"
+        );
+        assert_eq!(
+            OffsetsRecord::latest("a", &[consumed(&kafka, 1)]).unwrap(),
+            Some(held)
         );
     }
 }

@@ -5,8 +5,8 @@
 //! commits, *then* the owner records the checkpoint in Raft. So the committed offsets record
 //! is normally ahead of (or equal to) the Raft checkpoint: an owner that died between the two
 //! writes leaves Raft one or more batches behind, and resuming from Raft would publish those
-//! batches a second time. Resuming from whichever **covers** the other (position superset and
-//! at least as many snapshot chunks) is therefore exact:
+//! batches a second time. Resuming from whichever **covers** the other (position superset,
+//! processed superset, and at least as many snapshot chunks) is therefore exact:
 //!
 //! - Kafka covers Raft → resume from Kafka (ties go to Kafka: it is the record written
 //!   atomically with the rows), and tell the runner to catch Raft up.
@@ -16,6 +16,21 @@
 //! - No offsets record → Raft.
 //! - Neither covers the other → the two authorities disagree about history; guessing could
 //!   lose or duplicate rows, so the pipeline halts (`checkpoints_diverged`).
+//!
+//! # The processed position
+//!
+//! A MariaDB checkpoint stays before a pending XA prepare while later transactions are
+//! published (ADR-0008); the processed position beside it names them (absent: the same as the
+//! checkpoint). The resume point is a *pair*, taken whole from one record, never mixed: the
+//! checkpoint says where the dump starts, the processed position what it skips, and a
+//! checkpoint from one record with the processed position of another could skip what was
+//! never published (a newer processed with an older checkpoint is harmless, the converse is
+//! not). Both components only grow along one history (the source's checkpoint moves forward;
+//! its processed position is everything handed out), so the later record covers the earlier
+//! in both. While a prepare is pending the checkpoints of successive records are *equal* and
+//! only the processed positions differ: then the processed positions decide (Kafka's larger
+//! processed → Kafka, and Raft catches up; Raft's larger → Raft). A pair where one record is
+//! ahead in the checkpoint and behind in processed is no single history's: diverged.
 
 use super::checkpoint::Checkpoint;
 use crate::SinkError;
@@ -86,6 +101,7 @@ mod tests {
     fn cp(gtids: &str, chunks: u64) -> Checkpoint {
         Checkpoint {
             position: Position::parse(Flavor::Mysql, gtids).unwrap(),
+            processed: None,
             snapshot: SnapshotProgress {
                 chunks_committed: chunks,
                 tables: Default::default(),
@@ -161,8 +177,75 @@ mod tests {
         // Flavours never mix.
         let m = Checkpoint {
             position: Position::empty(Flavor::Mariadb),
+            processed: None,
             snapshot: SnapshotProgress::default(),
         };
         assert!(ResumePlan::decide("p", Some(m), cp(&format!("{A}:1"), 0)).is_err());
+    }
+
+    fn pair(checkpoint: &str, processed: Option<&str>) -> Checkpoint {
+        let maria = |t: &str| Position::parse(Flavor::Mariadb, t).unwrap();
+        Checkpoint {
+            position: maria(checkpoint),
+            processed: processed.map(maria),
+            snapshot: SnapshotProgress::default(),
+        }
+    }
+
+    #[test]
+    fn equal_checkpoints_are_decided_by_the_processed_positions() {
+        // a prepare pending: both held at 19, Kafka published up to 26, Raft recorded 22
+        let kafka = pair("0-1-19", Some("0-1-26"));
+        let p =
+            ResumePlan::decide("p", Some(kafka.clone()), pair("0-1-19", Some("0-1-22"))).unwrap();
+        assert_eq!((p.source, p.raft_behind), (CheckpointSource::Kafka, true));
+        assert_eq!(p.checkpoint, kafka);
+        // Raft without a processed position (the same as its checkpoint) is behind too
+        let p = ResumePlan::decide("p", Some(kafka.clone()), pair("0-1-19", None)).unwrap();
+        assert_eq!((p.source, p.raft_behind), (CheckpointSource::Kafka, true));
+        // the offsets topic lost its newest records: Raft's larger processed position wins
+        let raft = pair("0-1-19", Some("0-1-26"));
+        let p =
+            ResumePlan::decide("p", Some(pair("0-1-19", Some("0-1-22"))), raft.clone()).unwrap();
+        assert_eq!((p.source, p.raft_behind), (CheckpointSource::Raft, false));
+        assert_eq!(p.checkpoint, raft);
+        // the same pair: Kafka, nothing to catch up; an explicit equal processed is the same
+        let p = ResumePlan::decide("p", Some(kafka.clone()), kafka.clone()).unwrap();
+        assert_eq!((p.source, p.raft_behind), (CheckpointSource::Kafka, false));
+        let p = ResumePlan::decide(
+            "p",
+            Some(pair("0-1-30", Some("0-1-30"))),
+            pair("0-1-30", None),
+        )
+        .unwrap();
+        assert_eq!((p.source, p.raft_behind), (CheckpointSource::Kafka, false));
+    }
+
+    #[test]
+    fn a_pair_is_taken_whole_and_a_crossed_pair_diverges() {
+        // the prepare resolved in Kafka's record: ahead in both
+        let p = ResumePlan::decide(
+            "p",
+            Some(pair("0-1-30", None)),
+            pair("0-1-19", Some("0-1-26")),
+        )
+        .unwrap();
+        assert_eq!((p.source, p.raft_behind), (CheckpointSource::Kafka, true));
+        assert_eq!(p.checkpoint, pair("0-1-30", None));
+        // ahead in the checkpoint but behind in processed: no single history
+        let e = ResumePlan::decide(
+            "p",
+            Some(pair("0-1-21", Some("0-1-22"))),
+            pair("0-1-19", Some("0-1-26")),
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "checkpoints_diverged");
+        let e = ResumePlan::decide(
+            "p",
+            Some(pair("0-1-19", Some("0-1-26"))),
+            pair("0-1-21", Some("0-1-22")),
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "checkpoints_diverged");
     }
 }

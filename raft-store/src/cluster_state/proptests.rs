@@ -69,9 +69,11 @@ fn command_about(names: &'static [&'static str]) -> impl Strategy<Value = Comman
             node,
             epoch,
         }),
-        5 => (name(), epoch(), position()).prop_map(|(pipeline, epoch, position)| {
-            Command::CommitCheckpoint { pipeline, epoch, position }
-        }),
+        5 => (name(), epoch(), position(), prop::option::of(position())).prop_map(
+            |(pipeline, epoch, position, processed)| {
+                Command::CommitCheckpoint { pipeline, epoch, position, processed }
+            }
+        ),
         3 => (name(), epoch(), prop::sample::select(vec!["s.t1", "s.t2"]), key(), key(), table_status())
             .prop_map(|(pipeline, epoch, table, pk_cursor, delivered_pk, status)| {
                 Command::CommitSnapshotProgress {

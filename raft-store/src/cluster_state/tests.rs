@@ -31,6 +31,7 @@ fn checkpoint(state: &mut ClusterState, name: &str, epoch: Epoch, text: &str) ->
         pipeline: name.into(),
         epoch,
         position: gtids(text),
+        processed: None,
     })
 }
 
@@ -87,6 +88,7 @@ fn unknown_pipeline_is_distinct() {
             pipeline: "x".into(),
             epoch: 1,
             position: gtids(""),
+            processed: None,
         },
         Command::ReportStatus {
             pipeline: "x".into(),
@@ -187,6 +189,7 @@ fn checkpoint_must_not_regress() {
         pipeline: "p".into(),
         epoch: 1,
         position: Position::parse(Flavor::Mariadb, "0-1-100").unwrap(),
+        processed: None,
     });
     assert_eq!(mariadb, Response::CheckpointRegressed);
     // a retry of the same checkpoint is fine
@@ -264,6 +267,7 @@ fn begin_snapshot_seeds_the_floor_and_pending_tables_fenced_by_epoch() {
         pipeline: "p".into(),
         epoch: 1,
         position: later,
+        processed: None,
     };
     assert_eq!(state.apply(commit), Response::Applied);
     assert_eq!(state.apply(begin(1)), Response::Applied);
@@ -370,4 +374,144 @@ fn lease_renewals_count_and_release_until_renewed() {
     assert!(s.released_nodes().contains(&2));
     s.apply(Command::RenewLease { node: 2 });
     assert!(s.released_nodes().is_empty());
+}
+
+fn maria(text: &str) -> Position {
+    Position::parse(Flavor::Mariadb, text).unwrap()
+}
+
+fn commit_pair(state: &mut ClusterState, position: &str, processed: Option<&str>) -> Response {
+    state.apply(Command::CommitCheckpoint {
+        pipeline: "p".into(),
+        epoch: 1,
+        position: maria(position),
+        processed: processed.map(maria),
+    })
+}
+
+#[test]
+fn a_held_back_checkpoint_is_recorded_with_its_processed_position() {
+    let mut state = ClusterState::new();
+    create(&mut state, "p");
+    assign(&mut state, "p", 1, 1);
+    // no processed: the same as the checkpoint
+    assert_eq!(commit_pair(&mut state, "0-1-19", None), Response::Applied);
+    assert_eq!(
+        state.pipeline("p").unwrap().processed(),
+        Some(&maria("0-1-19"))
+    );
+    // held at 19 while 26 is delivered
+    assert_eq!(
+        commit_pair(&mut state, "0-1-19", Some("0-1-26")),
+        Response::Applied
+    );
+    let record = state.pipeline("p").unwrap();
+    assert_eq!(record.checkpoint(), Some(&maria("0-1-19")));
+    assert_eq!(record.processed(), Some(&maria("0-1-26")));
+    let before = state.clone();
+    // processed behind its own checkpoint
+    assert_eq!(
+        commit_pair(&mut state, "0-1-30", Some("0-1-29")),
+        Response::ProcessedBehindCheckpoint
+    );
+    // processed going back (the checkpoint alone, or a smaller processed) is a regression
+    assert_eq!(
+        commit_pair(&mut state, "0-1-19", None),
+        Response::CheckpointRegressed
+    );
+    assert_eq!(
+        commit_pair(&mut state, "0-1-19", Some("0-1-24")),
+        Response::CheckpointRegressed
+    );
+    assert_eq!(state, before);
+    // a retry is fine; the resolution moves both, and an equal processed is not stored
+    assert_eq!(
+        commit_pair(&mut state, "0-1-19", Some("0-1-26")),
+        Response::Applied
+    );
+    assert_eq!(
+        commit_pair(&mut state, "0-1-30", Some("0-1-30")),
+        Response::Applied
+    );
+    let record = state.pipeline("p").unwrap();
+    assert_eq!(record.processed, None);
+    assert_eq!(record.processed(), Some(&maria("0-1-30")));
+    // a (re-)snapshot and a reset forget it
+    assert_eq!(
+        commit_pair(&mut state, "0-1-30", Some("0-1-35")),
+        Response::Applied
+    );
+    let begin = Command::BeginSnapshot {
+        pipeline: "p".into(),
+        epoch: 1,
+        position: maria("0-1-31"),
+        tables: Vec::new(),
+    };
+    assert_eq!(state.apply(begin), Response::Applied);
+    assert_eq!(
+        state.pipeline("p").unwrap().processed(),
+        Some(&maria("0-1-31"))
+    );
+    assert_eq!(
+        commit_pair(&mut state, "0-1-31", Some("0-1-35")),
+        Response::Applied
+    );
+    state.apply(Command::SetDesiredState {
+        name: "p".into(),
+        state: DesiredState::Stopped,
+    });
+    let reset = Command::ResetOffsets {
+        pipeline: "p".into(),
+    };
+    assert_eq!(state.apply(reset), Response::Applied);
+    assert_eq!(state.pipeline("p").unwrap().processed(), None);
+}
+
+#[test]
+fn state_and_commands_written_before_processed_existed_still_read() {
+    // a commit_checkpoint command and a pipeline record as stored before the field
+    let old_command = r#"{"command":"commit_checkpoint","pipeline":"p","epoch":1,
+        "position":{"flavor":"mariadb","gtids":"0-1-19"}}"#;
+    let command: Command = serde_json::from_str(old_command).unwrap();
+    assert_eq!(
+        command,
+        Command::CommitCheckpoint {
+            pipeline: "p".into(),
+            epoch: 1,
+            position: maria("0-1-19"),
+            processed: None,
+        }
+    );
+    // and without a processed position it is written as before
+    let json = serde_json::to_value(&command).unwrap();
+    assert!(json.get("processed").is_none(), "{json}");
+
+    let mut state = ClusterState::new();
+    create(&mut state, "p");
+    assign(&mut state, "p", 1, 1);
+    assert_eq!(state.apply(command), Response::Applied);
+    let mut json = serde_json::to_value(&state).unwrap();
+    let record = &mut json["pipelines"]["p"];
+    assert!(record.get("processed").is_none(), "{record}");
+    let old: ClusterState = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(
+        old.pipeline("p").unwrap().processed(),
+        Some(&maria("0-1-19"))
+    );
+    // a record with one round-trips
+    assert_eq!(
+        state.apply(Command::CommitCheckpoint {
+            pipeline: "p".into(),
+            epoch: 1,
+            position: maria("0-1-19"),
+            processed: Some(maria("0-1-26")),
+        }),
+        Response::Applied
+    );
+    json = serde_json::to_value(&state).unwrap();
+    assert_eq!(
+        json["pipelines"]["p"]["processed"],
+        serde_json::json!({"flavor": "mariadb", "gtids": "0-1-26"})
+    );
+    assert_eq!(serde_json::from_value::<ClusterState>(json).unwrap(), state);
 }

@@ -209,6 +209,7 @@ impl ControlPlane for FakePlane {
             epoch: r.epoch,
             flavor: r.position.as_ref().map(|_| "mysql".into()),
             position: r.position.clone(),
+            processed: None,
             snapshot: vec![],
         })
     }

@@ -86,6 +86,7 @@ fn derived_series_follow_the_state() {
         pipeline: "a".into(),
         epoch: 1,
         position: pos,
+        processed: None,
     });
     m.observe(&s, raft, t0);
     m.observe(&s, raft, t0 + Duration::from_secs(7));

@@ -10,6 +10,13 @@
 //! the same `capstan.position`/`capstan.record` headers. Nothing is ever skipped: the position
 //! only covers what was acknowledged (or deliberately filtered).
 //!
+//! The position committed is the source's checkpoint together with its processed position
+//! (`BinlogSource::position` / `processed`; they differ only while a MariaDB XA prepare holds
+//! the checkpoint back, ADR-0008). A new owner starts the source from both
+//! (`StartPosition::resume`): it reads the prepare again and skips what was already delivered
+//! after it, so that window is not re-published (the exactly-once offsets record carries the
+//! pair too).
+//!
 //! # Fencing
 //!
 //! Before every publish and every Raft write the runner checks that its node still holds the
@@ -150,12 +157,19 @@ impl PipelineRunner {
 
         // The source runs in its own task: reading the binlog is not cancel-safe, the channel
         // is, so the loop below can wake for checkpoint deadlines without tearing a frame.
-        let mut committed: Position = source.position().clone();
-        let mut processed = committed.clone();
+        // `processed` is the source's checkpoint (what chunks are gated on and a restart
+        // resumes from); `delivered` its processed position, ahead of it only while a MariaDB
+        // XA prepare is pending (ADR-0008). Both are committed, as one pair.
+        let mut processed: Position = source.position().clone();
+        let mut delivered: Position = source.processed().clone();
+        let mut committed = (processed.clone(), delivered.clone());
         let (tx, mut rx) = mpsc::channel(256);
         let _source_task = AbortOnDrop(tokio::spawn(async move {
             loop {
-                let item = source.next().await.map(|o| (o, source.position().clone()));
+                let item = source
+                    .next()
+                    .await
+                    .map(|o| (o, source.position().clone(), source.processed().clone()));
                 let end = item.is_err();
                 if tx.send(item).await.is_err() || end {
                     break;
@@ -179,8 +193,15 @@ impl PipelineRunner {
                             items: Vec::new(),
                             ready,
                         };
-                        self.deliver(&records, &mut sink, batch, &processed, Some(driver))
-                            .await?;
+                        self.deliver(
+                            &records,
+                            &mut sink,
+                            batch,
+                            &processed,
+                            &delivered,
+                            Some(driver),
+                        )
+                        .await?;
                     }
                 }
             }
@@ -199,7 +220,7 @@ impl PipelineRunner {
                     let mut rows = 0;
                     let mut next = Some(item);
                     while let Some(item) = next.take() {
-                        let (output, position) = match item {
+                        let (output, position, handed_out) = match item {
                             Ok(ok) => ok,
                             Err(e) => {
                                 if e.code() == "data_gap" {
@@ -213,6 +234,7 @@ impl PipelineRunner {
                         };
                         rows += change_count(&output);
                         processed = position.clone();
+                        delivered = handed_out;
                         items.push((output, position));
                         if items.len() < MAX_BATCH_TX && rows < MAX_BATCH_ROWS {
                             next = rx.try_recv().ok();
@@ -220,8 +242,15 @@ impl PipelineRunner {
                     }
                     since_commit += items.len() as u64;
                     let batch = Batch { items, ready: None };
-                    self.deliver(&records, &mut sink, batch, &processed, snapshot.as_mut())
-                        .await?;
+                    self.deliver(
+                        &records,
+                        &mut sink,
+                        batch,
+                        &processed,
+                        &delivered,
+                        snapshot.as_mut(),
+                    )
+                    .await?;
                 }
                 _ = tick.tick() => {}
                 _ = tokio::time::sleep(wait) => {}
@@ -242,14 +271,15 @@ impl PipelineRunner {
             }
             let due = since_commit >= CHECKPOINT_EVERY_TX
                 || (since_commit > 0 && last_commit.elapsed() >= CHECKPOINT_EVERY);
-            if due && processed != committed {
+            if due && (&processed, &delivered) != (&committed.0, &committed.1) {
                 self.owner_write(Command::CommitCheckpoint {
                     pipeline: self.name.clone(),
                     epoch: self.epoch,
                     position: processed.clone(),
+                    processed: (delivered != processed).then(|| delivered.clone()),
                 })
                 .await?;
-                committed = processed.clone();
+                committed = (processed.clone(), delivered.clone());
                 since_commit = 0;
                 last_commit = Instant::now();
             }

@@ -46,14 +46,16 @@ pub(super) struct Batch {
 impl PipelineRunner {
     /// Publishes the records of a batch (in order; gated by the snapshot while one runs, with
     /// a chunk at the point its position is processed) and waits for Kafka's acknowledgement
-    /// of every one of them. Around a chunk: its `delivered_pk` is committed to Raft before
-    /// the publish, its `pk_cursor` after.
+    /// of every one of them. `position` is the source's checkpoint after the batch,
+    /// `processed` its processed position. Around a chunk: its `delivered_pk` is committed to
+    /// Raft before the publish, its `pk_cursor` after.
     pub(super) async fn deliver(
         &self,
         records: &RecordBuilder,
         sink: &mut RunnerSink,
         batch_in: Batch,
         position: &Position,
+        processed: &Position,
         mut snapshot: Option<&mut SnapshotDriver>,
     ) -> Step<()> {
         let ctx = RecordContext {
@@ -129,7 +131,7 @@ impl PipelineRunner {
         }
         self.require_lease()?;
         let bytes: u64 = batch.iter().map(|r| r.approximate_size() as u64).sum();
-        sink.publish(batch, position, kafka_progress)
+        sink.publish(batch, position, processed, kafka_progress)
             .await
             .map_err(|e| match e.consequence() {
                 Consequence::Fenced => RunnerExit::Fenced {

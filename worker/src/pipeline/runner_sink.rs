@@ -40,8 +40,10 @@ impl RunnerSink {
         }
     }
 
-    /// Publishes `records`, which bring the processed position to `position`. In exactly-once
-    /// mode the batch and the offsets record naming `position` commit atomically; a batch
+    /// Publishes `records`, which bring the checkpoint to `position` and the processed
+    /// position to `processed` (ahead of it only while a MariaDB XA prepare is pending,
+    /// ADR-0008). In exactly-once mode the batch and the offsets record naming both commit
+    /// atomically; a batch
     /// without records is still committed there, so the offsets record keeps up with
     /// filtered traffic. `snapshot` is the snapshot progress once this batch is published
     /// (exactly-once: committed with it; `None` keeps the last one).
@@ -49,6 +51,7 @@ impl RunnerSink {
         &mut self,
         records: Vec<KafkaRecord>,
         position: &Position,
+        processed: &Position,
         snapshot: Option<SnapshotProgress>,
     ) -> Result<(), SinkError> {
         match self {
@@ -61,6 +64,7 @@ impl RunnerSink {
             RunnerSink::ExactlyOnce(p, last) => {
                 let checkpoint = Checkpoint {
                     position: position.clone(),
+                    processed: (processed != position).then(|| processed.clone()),
                     snapshot: snapshot.unwrap_or_else(|| last.clone()),
                 };
                 p.publish(&records, &checkpoint).await?;

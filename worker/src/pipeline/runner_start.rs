@@ -35,19 +35,23 @@ impl PipelineRunner {
                 KafkaPublisher::new(&sink.producer).map_err(|e| RunnerExit::failed(e.code()))?;
             return Ok((RunnerSink::AtLeastOnce(publisher), start));
         }
-        let raft_position = match start {
-            // the processed position is not carried through the exactly-once resume yet
-            StartPosition::Checkpoint(p) | StartPosition::Resume { checkpoint: p, .. } => p,
+        let (raft_position, raft_processed) = match start {
+            StartPosition::Checkpoint(p) => (p, None),
+            StartPosition::Resume {
+                checkpoint,
+                processed,
+            } => (checkpoint, Some(processed)),
             StartPosition::Current => {
                 let mut client =
                     SourceClient::open(&self.spec.source, self.spec.source.stream_timeout)
                         .await
                         .map_err(|e| RunnerExit::failed(e.code()))?;
-                client
+                let executed = client
                     .positions()
                     .await
                     .map_err(|e| RunnerExit::failed(e.code()))?
-                    .executed()
+                    .executed();
+                (executed, None)
             }
         };
         let log = KafkaTransactionalLog::new(
@@ -67,6 +71,7 @@ impl PipelineRunner {
             },
             Checkpoint {
                 position: raft_position,
+                processed: raft_processed,
                 snapshot: snapshot
                     .as_deref()
                     .map(PreparedSnapshot::kafka_progress)
@@ -87,6 +92,7 @@ impl PipelineRunner {
                 pipeline: self.name.clone(),
                 epoch: self.epoch,
                 position: plan.checkpoint.position.clone(),
+                processed: plan.checkpoint.processed.clone(),
             })
             .await?;
         }
@@ -106,20 +112,23 @@ impl PipelineRunner {
             progress = prepared.kafka_progress();
             progress.chunks_committed = chunks;
         }
+        // the pair of one record, never mixed (ResumePlan)
+        let start = StartPosition::resume(plan.checkpoint.position, plan.checkpoint.processed);
         Ok((
             RunnerSink::ExactlyOnce(Box::new(publisher), progress),
-            StartPosition::Checkpoint(plan.checkpoint.position),
+            start,
         ))
     }
 
-    /// Where the dump starts: the replicated checkpoint, else what the definition asks for.
+    /// Where the dump starts: the replicated checkpoint (with the processed position beside
+    /// it, which the source skips by: ADR-0008), else what the definition asks for.
     pub(super) async fn start_position(&self) -> Step<StartPosition> {
-        let checkpoint = self
-            .node
-            .state
-            .read(|s| s.pipeline(&self.name).and_then(|r| r.checkpoint().cloned()));
-        if let Some(position) = checkpoint {
-            return Ok(StartPosition::Checkpoint(position));
+        let checkpoint = self.node.state.read(|s| {
+            s.pipeline(&self.name)
+                .and_then(|r| Some((r.checkpoint()?.clone(), r.processed().cloned())))
+        });
+        if let Some((position, processed)) = checkpoint {
+            return Ok(StartPosition::resume(position, processed));
         }
         Ok(match &self.spec.start {
             StartAt::Current => StartPosition::Current,
