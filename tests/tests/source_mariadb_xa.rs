@@ -384,3 +384,50 @@ async fn reconnect_with_a_pending_prepare_repeats_nothing() {
     assert_eq!(source.position(), source.processed());
     drop_schema(&mut admin, &schema).await;
 }
+
+/// Interleaved prepares in one domain: P0 and P1 are prepared, P0 is committed (delivered),
+/// and the source restarts from the checkpoint P1 holds back. The dump replays P0's XA
+/// COMMIT, whose prepare lies before the checkpoint and is resolved (not in XA RECOVER):
+/// already handed out, it resolves row-lessly instead of halting, and P1 is delivered once
+/// at its commit.
+#[tokio::test]
+async fn restart_replays_the_resolution_of_an_earlier_interleaved_prepare() {
+    let Some(db) = mariadb() else { return };
+    let _exclusive = SERVER_WIDE.write().await;
+    let (mut admin, schema) = setup(&db, "mxa_interleaved").await;
+    let mut first = start_current(&db, tracking(&schema)).await;
+    let (mut xa0, mut xa1) = (db.admin_conn().await, db.admin_conn().await);
+    let (p0, p1) = (new_xid(), new_xid());
+    prepare(&mut xa0, &schema, &p0, &[1]).await;
+    // a commit between the two prepares: the checkpoint P1 holds back is past P0's prepare
+    insert(&mut admin, &schema, 5).await;
+    assert_eq!(ids(&next_txn(&mut first, &schema).await), vec![5]);
+    prepare(&mut xa1, &schema, &p1, &[2]).await;
+    xa0.query_drop(format!("XA COMMIT '{p0}'")).await.unwrap();
+    let committed = next_txn(&mut first, &schema).await;
+    assert_eq!(ids(&committed), vec![1]);
+    insert(&mut admin, &schema, 10).await;
+    assert_eq!(ids(&next_txn(&mut first, &schema).await), vec![10]);
+    let (checkpoint, processed) = (first.position().clone(), first.processed().clone());
+    // held back before P1: past P0's prepare, before P0's commit
+    assert!(maria(&checkpoint).contains(&maria_gtid(&committed.also_covers[0])));
+    assert!(!maria(&checkpoint).contains(&maria_gtid(&committed.gtid)));
+    assert!(maria(&processed).contains(&maria_gtid(&committed.gtid)));
+    drop(first);
+
+    let mut second = BinlogSource::start(
+        config(&db),
+        StartPosition::resume(checkpoint, Some(processed)),
+        tracking(&schema),
+    )
+    .await
+    .unwrap();
+    xa1.query_drop(format!("XA COMMIT '{p1}'")).await.unwrap();
+    insert(&mut admin, &schema, 11).await;
+    // P0's commit and row 10 are not handed out again; P1 comes once, at its commit
+    assert_eq!(ids(&next_txn(&mut second, &schema).await), vec![2]);
+    assert_eq!(ids(&next_txn(&mut second, &schema).await), vec![11]);
+    assert!(second.stats().skipped_already_processed >= 2);
+    assert_eq!(second.position(), second.processed());
+    drop_schema(&mut admin, &schema).await;
+}

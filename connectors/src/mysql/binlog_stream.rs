@@ -140,6 +140,7 @@ impl BinlogSource {
                     let mut assembler = TransactionAssembler::new(assembler.clone());
                     assembler.set_recovered_xa(recovered);
                     let processed = start.processed().unwrap_or(&position).clone();
+                    assembler.set_replayed(processed.clone());
                     return Ok(BinlogSource {
                         config,
                         assembler,
@@ -348,6 +349,8 @@ impl BinlogSource {
                 Ok((live, recovered)) => {
                     self.assembler.reset();
                     self.assembler.set_recovered_xa(recovered);
+                    self.assembler
+                        .set_replayed(self.progress.processed().clone());
                     self.live = Some(live);
                     self.stats.connects += 1;
                     return Ok(());

@@ -62,6 +62,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use capstan_core::change::{Change, Op, Row, SchemaChange, Transaction, TransactionGtid, Value};
+use capstan_core::position::Position;
 
 use super::decode::{decode_full_rows, DecodeOptions};
 use super::event::{Event, MariadbGtidEvent, RowsEvent, RowsKind};
@@ -200,6 +201,9 @@ pub struct TransactionAssembler {
     recovered: HashSet<XidKey>,
     pooled: Vec<TransactionGtid>,
     decoded_ahead: u64,
+    /// What the source had already handed out when this stream started (see
+    /// [`TransactionAssembler::set_replayed`]).
+    replayed: Option<Position>,
 }
 
 fn shape(reason: &'static str) -> Halt {
@@ -217,6 +221,7 @@ impl TransactionAssembler {
             recovered: HashSet::new(),
             pooled: Vec::new(),
             decoded_ahead: 0,
+            replayed: None,
         }
     }
 
@@ -241,6 +246,17 @@ impl TransactionAssembler {
     /// The configuration.
     pub fn config(&self) -> &AssemblerConfig {
         &self.config
+    }
+
+    /// What the source had already handed out when this stream started (its processed
+    /// position). A stream that restarts from a held-back checkpoint replays transactions up
+    /// to there; among them can be the XA resolution of a prepare that lies before the
+    /// checkpoint (so it is not read again) and is no longer pending (so XA RECOVER does not
+    /// list it): such a resolution, whose GTID `processed` covers, was delivered before and
+    /// resolves row-lessly instead of halting `xa_commit_without_prepare` (the source skips it
+    /// as already handed out either way).
+    pub fn set_replayed(&mut self, processed: Position) {
+        self.replayed = Some(processed);
     }
 
     /// Rows events whose rows came decoded ahead (by the stream's reader task) so far.
@@ -523,7 +539,12 @@ impl TransactionAssembler {
             return Err(shape("xa resolution of another xid"));
         }
         let Some(prepared) = self.prepared.remove(&xid) else {
-            if self.recovered.remove(&xid) {
+            let replayed = match (&self.replayed, &gtid) {
+                (Some(Position::Mysql(set)), TransactionGtid::Mysql(g)) => set.contains(g),
+                (Some(Position::Mariadb(pos)), TransactionGtid::Mariadb(g)) => pos.contains(g),
+                _ => false,
+            };
+            if self.recovered.remove(&xid) || replayed {
                 out.push(AssemblerOutput::PositionAdvanced {
                     gtid,
                     also_covers: Vec::new(),

@@ -542,3 +542,27 @@ proptest! {
         prop_assert_eq!(delivered, expected_delivered);
     }
 }
+
+/// A restart from a held-back checkpoint replays the resolution of a prepare that lies before
+/// the checkpoint and is resolved (so neither pooled nor recovered): covered by what was
+/// handed out before, it resolves row-lessly; beyond that it still halts.
+#[test]
+fn replayed_resolution_of_an_unknown_prepare_resolves_rowlessly() {
+    use capstan_core::position::{MariadbGtidPosition, Position};
+    let mut a = TransactionAssembler::new(track(10));
+    let mut handed_out = MariadbGtidPosition::new();
+    handed_out.advance(MariadbGtid::new(0, 2, 6));
+    a.set_replayed(Position::Mariadb(handed_out));
+    let out = run(&mut a, maria_resolve(6, 1, true)).unwrap();
+    assert_eq!(
+        out,
+        vec![AssemblerOutput::PositionAdvanced {
+            gtid: maria_gtid_of(6),
+            also_covers: vec![],
+        }]
+    );
+    assert_eq!(
+        run(&mut a, maria_resolve(7, 2, true)).unwrap_err(),
+        "xa_commit_without_prepare"
+    );
+}
