@@ -168,6 +168,10 @@ enum Method {
     /// MariaDB: `START TRANSACTION WITH CONSISTENT SNAPSHOT`, `binlog_snapshot_file/position`,
     /// `BINLOG_GTID_POS(file, position)` — no lock.
     BinlogSnapshot,
+    /// MariaDB, capstan's chunk order: `START TRANSACTION WITH CONSISTENT SNAPSHOT`, the rows,
+    /// then `BINLOG_GTID_POS` of `information_schema.SESSION_STATUS`' `binlog_snapshot_*` —
+    /// the view's binlog point read after other sessions went on committing.
+    BinlogSnapshotAfterRead,
 }
 
 struct Observation {
@@ -246,6 +250,11 @@ async fn observe(
             conn.query_drop("UNLOCK TABLES").await.unwrap();
             g
         }
+        Method::BinlogSnapshotAfterRead => {
+            // G is read after the rows, below
+            conn.query_drop(START_SNAPSHOT).await.unwrap();
+            GtidSet::default()
+        }
         Method::BinlogSnapshot => {
             assert_eq!(flavor, Flavor::Mariadb);
             conn.query_drop(START_SNAPSHOT).await.unwrap();
@@ -277,6 +286,23 @@ async fn observe(
         }
     };
     let visible = read_view(conn, schema, writers).await;
+    let g = match method {
+        Method::BinlogSnapshotAfterRead => {
+            let pos: Option<String> = conn
+                .query_first(
+                    "SELECT BINLOG_GTID_POS(\
+                     MAX(IF(VARIABLE_NAME = 'BINLOG_SNAPSHOT_FILE', VARIABLE_VALUE, NULL)), \
+                     MAX(IF(VARIABLE_NAME = 'BINLOG_SNAPSHOT_POSITION', VARIABLE_VALUE, NULL))) \
+                     FROM information_schema.SESSION_STATUS \
+                     WHERE VARIABLE_NAME IN ('BINLOG_SNAPSHOT_FILE', 'BINLOG_SNAPSHOT_POSITION')",
+                )
+                .await
+                .unwrap()
+                .unwrap();
+            flavor.parse_set(&pos.expect("BINLOG_GTID_POS of the view's binlog point"))
+        }
+        _ => g,
+    };
     conn.query_drop("COMMIT").await.unwrap();
     Observation { method, g, visible }
 }
@@ -638,6 +664,7 @@ async fn mariadb_binlog_snapshot_position_is_exact_for_the_view() {
                 Method::NaiveInside,
                 Method::NaiveBefore,
                 Method::BinlogSnapshot,
+                Method::BinlogSnapshotAfterRead,
                 Method::LockTables,
             ],
             Some(Duration::from_secs(2)),
@@ -669,6 +696,14 @@ async fn mariadb_binlog_snapshot_position_is_exact_for_the_view() {
     assert_eq!(
         exact.extra_txns, 0,
         "binlog_snapshot_* path: the view holds a t transaction beyond G"
+    );
+    // capstan's order: the view's binlog point read after the rows is the same exact G
+    let after = &t[&Method::BinlogSnapshotAfterRead];
+    assert!(after.iterations > 1000);
+    assert_eq!(
+        (after.lower_txns, after.extra_txns),
+        (0, 0),
+        "binlog_snapshot_* read after the rows: G and the view disagree"
     );
     assert_eq!(
         t[&Method::LockTables].lower_txns,

@@ -261,6 +261,68 @@ impl QueryConn {
         request.serialize(&mut cmd);
         self.send(&cmd).await?;
         self.state = State::Head;
+        self.exec_head(sql).await
+    }
+
+    /// Sends the text statement `prelude` (one statement without a result set) and, in the
+    /// same round trip, the prepared statement `sql` with `params`; returns the statement's
+    /// columns as [`QueryConn::exec_stream`] does. The server runs the statement whatever
+    /// `prelude` did: when `prelude` fails, the statement's answer is read and dropped and
+    /// `prelude`'s error returned.
+    pub(crate) async fn exec_stream_after(
+        &mut self,
+        prelude: &str,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<Arc<[Column]>, ServerOrIo> {
+        self.settle().await?;
+        let stmt = self.prepare(sql).await?;
+        if usize::from(stmt.params) != params.len() {
+            return Err(ServerOrIo::Source(SourceError::UnexpectedPacket {
+                site: "statement parameter count",
+            }));
+        }
+        let (request, as_long_data) = ComStmtExecuteRequestBuilder::new(stmt.id).build(params);
+        if as_long_data {
+            return Err(ServerOrIo::Source(SourceError::UnexpectedPacket {
+                site: "statement parameters too large",
+            }));
+        }
+        let mut first = Vec::with_capacity(prelude.len() + 1);
+        first.push(Command::COM_QUERY as u8);
+        first.extend_from_slice(prelude.as_bytes());
+        self.send(&first).await?;
+        let mut cmd = Vec::new();
+        request.serialize(&mut cmd);
+        self.send(&cmd).await?;
+        // prelude's answer, then the statement's (each reply's packets count from 1)
+        self.conn.expect_reply();
+        self.state = State::Head;
+        let prelude_result = self.read_head().await;
+        self.conn.expect_reply();
+        match prelude_result {
+            Ok(None) if self.state == State::Idle => {}
+            Ok(_) => return Err(self.fail("a prelude statement with a result")),
+            Err(ServerOrIo::Server(e)) => {
+                self.state = State::Head;
+                ignore_server_err(self.drop_result().await)?;
+                return Err(ServerOrIo::Server(e));
+            }
+            Err(e) => return Err(e),
+        }
+        self.state = State::Head;
+        match self.exec_head(sql).await {
+            // the prelude stands (its transaction is open): execute the statement again alone
+            Err(ServerOrIo::Server(e)) if e.code == NEED_REPREPARE => {
+                self.exec_once(sql, params).await
+            }
+            other => other,
+        }
+    }
+
+    /// Reads the answer to a COM_STMT_EXECUTE of `sql`: its result set's columns (empty
+    /// without one), the rows left to [`QueryConn::next_row`].
+    async fn exec_head(&mut self, sql: &str) -> Result<Arc<[Column]>, ServerOrIo> {
         let columns = match self.read_head().await {
             Ok(None) => return Ok(Arc::from(Vec::new())),
             Ok(Some(columns)) => columns,

@@ -305,3 +305,42 @@ async fn a_truncated_binary_row_is_an_error_not_a_panic() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_prelude_and_a_statement_share_a_round_trip() {
+    let (mut conn, server) = scripted(&[
+        prepared(3),
+        vec![ok(false)],
+        binary_result(&[5, 6]),
+        vec![err(1205)],
+        binary_result(&[7]),
+        vec![ok(false)],
+    ])
+    .await;
+    within(async {
+        let columns = conn
+            .exec_stream_after("START TRANSACTION", "SELECT ?", &[Value::Int(1)])
+            .await
+            .unwrap();
+        assert_eq!(columns.len(), 1);
+        let mut got = Vec::new();
+        while let Some(row) = conn.next_row().await.unwrap() {
+            got.push(row.len());
+        }
+        assert_eq!(got, vec![1, 1]);
+        // a failed prelude: the statement still ran, its answer is read and dropped
+        let e = conn
+            .exec_stream_after("START TRANSACTION", "SELECT ?", &[Value::Int(2)])
+            .await
+            .unwrap_err();
+        assert_eq!(code(e), 1205);
+        // and the connection is in step for the next command
+        conn.query_drop("ROLLBACK").await.unwrap();
+    })
+    .await;
+    let sent = commands(conn, server).await;
+    let kinds: Vec<u8> = sent.iter().map(|(k, _)| *k).collect();
+    // prepared once; each prelude (COM_QUERY) right before its COM_STMT_EXECUTE
+    assert_eq!(kinds, vec![0x16, 0x03, 0x17, 0x03, 0x17, 0x03]);
+    assert_eq!(sent[1].1, b"START TRANSACTION");
+}

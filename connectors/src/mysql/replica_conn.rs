@@ -365,6 +365,13 @@ impl ReplicaConn {
     }
 
     /// Reads one packet into `buf`.
+    /// The next packet read is the first of a reply to a one-packet command: for a reply to
+    /// the earlier of two commands written back to back (the packet sequence restarts with
+    /// every command, so after the second the count is that command's).
+    pub(crate) fn expect_reply(&mut self) {
+        self.seq = 1;
+    }
+
     pub(crate) async fn read(&mut self, buf: &mut Vec<u8>) -> Result<(), SourceError> {
         read_packet(&mut self.io, &mut self.seq, buf).await
     }

@@ -41,6 +41,18 @@ use crate::mysql::table_filter::TableFilter;
 /// At most this many rows are reserved up front for a chunk.
 const CAPACITY_CAP: usize = 1 << 16;
 
+/// Opens a chunk's transaction: its read view, and on MariaDB its binlog point.
+const START_SNAPSHOT: &str = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY";
+
+/// MariaDB: G, the GTID position of the open transaction's binlog point (`BINLOG_GTID_POS`
+/// of `binlog_snapshot_file`/`_position`, fixed for the transaction: ADR-0006), then the
+/// transaction's end, in one round trip.
+const BINLOG_SNAPSHOT_GTID_AND_COMMIT: &str = "SELECT BINLOG_GTID_POS(\
+     MAX(IF(VARIABLE_NAME = 'BINLOG_SNAPSHOT_FILE', VARIABLE_VALUE, NULL)), \
+     MAX(IF(VARIABLE_NAME = 'BINLOG_SNAPSHOT_POSITION', VARIABLE_VALUE, NULL))) \
+     FROM information_schema.SESSION_STATUS \
+     WHERE VARIABLE_NAME IN ('BINLOG_SNAPSHOT_FILE', 'BINLOG_SNAPSHOT_POSITION'); COMMIT";
+
 /// Values per `WEIGHT_STRING` statement.
 const WEIGHT_BATCH: usize = 500;
 
@@ -374,22 +386,48 @@ impl SnapshotReader {
         let limit = u64::from(chunk_size.max(1)) + 1;
         params.push(mysql_common::Value::UInt(limit));
         let sql = chunk_select(&layout, after.is_some());
-        let (position, lock_held) = self.capture_position(&table.id).await?;
         let capacity = usize::try_from(limit)
             .unwrap_or(usize::MAX)
             .min(CAPACITY_CAP);
-        let read = self.select_rows(&layout, &sql, params, capacity).await;
-        let rows = match read {
-            Ok(rows) => rows,
-            Err(e) => {
-                let _ = self.conn.query_drop("ROLLBACK").await;
-                return Err(e);
+        let (position, lock_held, rows) = match self.capture {
+            PositionCapture::LockTables => {
+                let (position, held) = self.lock_tables_position(&table.id).await?;
+                let lock_held = Some(held);
+                let read = self
+                    .select_rows(&layout, &sql, params, capacity, None)
+                    .await;
+                let rows = match read {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        let _ = self.conn.query_drop("ROLLBACK").await;
+                        return Err(e);
+                    }
+                };
+                self.conn
+                    .query_drop("COMMIT")
+                    .await
+                    .map_err(|e| chunk_err(&table.id, "commit", &e))?;
+                (position, lock_held, rows)
+            }
+            // ADR-0006, MariaDB: the view's binlog point is fixed when its transaction starts,
+            // so the transaction start goes with the chunk's SELECT in one round trip, and G is
+            // read after the rows, with the COMMIT
+            PositionCapture::BinlogSnapshot => {
+                let prelude = Some((START_SNAPSHOT, "start transaction"));
+                let read = self
+                    .select_rows(&layout, &sql, params, capacity, prelude)
+                    .await;
+                let rows = match read {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        let _ = self.conn.query_drop("ROLLBACK").await;
+                        return Err(e);
+                    }
+                };
+                let position = self.binlog_snapshot_position_and_commit(&table.id).await?;
+                (position, None, rows)
             }
         };
-        self.conn
-            .query_drop("COMMIT")
-            .await
-            .map_err(|e| chunk_err(&table.id, "commit", &e))?;
         let mut rows = rows;
         let last = rows.len() < usize::try_from(limit).unwrap_or(usize::MAX);
         rows.truncate(usize::try_from(chunk_size.max(1)).unwrap_or(usize::MAX));
@@ -401,132 +439,118 @@ impl SnapshotReader {
         })
     }
 
-    /// Opens the chunk's transaction and returns G (and the lock hold time).
+    /// MySQL (ADR-0006): opens the chunk's transaction and returns G and the lock hold time.
     ///
-    /// The statements of ADR-0006 go in their order, two to a round trip where the second
-    /// needs nothing from the first's reply: `LOCK TABLES …; SELECT <executed position>` and
-    /// `START TRANSACTION …; UNLOCK TABLES` (MySQL), `START TRANSACTION …; SHOW STATUS …`
-    /// (MariaDB). A failed statement ends its batch: the server runs nothing after it.
-    async fn capture_position(
+    /// The statements go in their order, two to a round trip where the second needs nothing
+    /// from the first's reply: `LOCK TABLES …; SELECT <executed position>` and
+    /// `START TRANSACTION …; UNLOCK TABLES`. A failed statement ends its batch: the server
+    /// runs nothing after it.
+    async fn lock_tables_position(
         &mut self,
         table: &TableId,
-    ) -> Result<(Position, Option<Duration>), SnapshotError> {
-        let start = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY";
-        match self.capture {
-            PositionCapture::LockTables => {
-                let lock_and_read = format!(
-                    "LOCK TABLES {} READ; {}",
-                    quote_table(table),
-                    executed_position_sql(self.flavor)
-                );
-                start_batch(&mut self.conn, &lock_and_read)
-                    .await
-                    .map_err(|e| SnapshotError::LockUnavailable {
-                        table: table.clone(),
-                        code: server_code(&e),
-                    })?;
-                // LOCK TABLES has returned: the lock is held
-                let locked = Instant::now();
-                let g = second_result_text(&mut self.conn).await;
-                let g = match g {
-                    Ok(Some(text)) => parse_position(self.flavor, &text),
-                    Ok(None) => None,
-                    Err(e) => {
-                        let _ = self.conn.query_drop("UNLOCK TABLES").await;
-                        return Err(chunk_err(table, "position", &e));
-                    }
-                };
-                let Some(g) = g else {
-                    let _ = self.conn.query_drop("UNLOCK TABLES").await;
-                    return Err(SnapshotError::ChunkReadFailed {
-                        table: table.clone(),
-                        site: "position",
-                        code: 0,
-                    });
-                };
-                // starting the transaction releases the table lock (after the lock is gone
-                // the view is taken: it holds every change of the table up to G, maybe more)
-                let started = start_batch(&mut self.conn, &format!("{start}; UNLOCK TABLES")).await;
-                let held = locked.elapsed();
-                if let Err(e) = started {
-                    let _ = self.conn.query_drop("UNLOCK TABLES").await;
-                    return Err(chunk_err(table, "start transaction", &e));
-                }
-                self.conn
-                    .drop_result()
-                    .await
-                    .map_err(|e| chunk_err(table, "unlock", &e))?;
-                Ok((g, Some(held)))
+    ) -> Result<(Position, Duration), SnapshotError> {
+        let lock_and_read = format!(
+            "LOCK TABLES {} READ; {}",
+            quote_table(table),
+            executed_position_sql(self.flavor)
+        );
+        start_batch(&mut self.conn, &lock_and_read)
+            .await
+            .map_err(|e| SnapshotError::LockUnavailable {
+                table: table.clone(),
+                code: server_code(&e),
+            })?;
+        // LOCK TABLES has returned: the lock is held
+        let locked = Instant::now();
+        let g = second_result_text(&mut self.conn).await;
+        let g = match g {
+            Ok(Some(text)) => parse_position(self.flavor, &text),
+            Ok(None) => None,
+            Err(e) => {
+                let _ = self.conn.query_drop("UNLOCK TABLES").await;
+                return Err(chunk_err(table, "position", &e));
             }
-            PositionCapture::BinlogSnapshot => {
-                start_batch(
-                    &mut self.conn,
-                    &format!("{start}; SHOW STATUS LIKE 'binlog_snapshot_%'"),
-                )
-                .await
-                .map_err(|e| chunk_err(table, "start transaction", &e))?;
-                let status = second_result_pairs(&mut self.conn).await;
-                let g = match status {
-                    Ok(status) => self.binlog_snapshot_position(table, &status).await,
-                    Err(e) => Err(chunk_err(table, "binlog snapshot", &e)),
-                };
-                match g {
-                    Ok(g) => Ok((g, None)),
-                    Err(e) => {
-                        let _ = self.conn.query_drop("ROLLBACK").await;
-                        Err(e)
-                    }
-                }
-            }
+        };
+        let Some(g) = g else {
+            let _ = self.conn.query_drop("UNLOCK TABLES").await;
+            return Err(SnapshotError::ChunkReadFailed {
+                table: table.clone(),
+                site: "position",
+                code: 0,
+            });
+        };
+        // starting the transaction releases the table lock (after the lock is gone the view
+        // is taken: it holds every change of the table up to G, maybe more)
+        let started =
+            start_batch(&mut self.conn, &format!("{START_SNAPSHOT}; UNLOCK TABLES")).await;
+        let held = locked.elapsed();
+        if let Err(e) = started {
+            let _ = self.conn.query_drop("UNLOCK TABLES").await;
+            return Err(chunk_err(table, "start transaction", &e));
         }
+        self.conn
+            .drop_result()
+            .await
+            .map_err(|e| chunk_err(table, "unlock", &e))?;
+        Ok((g, held))
     }
 
-    /// G from the view's binlog point (`SHOW STATUS LIKE 'binlog_snapshot_%'` rows).
-    async fn binlog_snapshot_position(
+    /// MariaDB: G from the open transaction's binlog point (`binlog_snapshot_file` and
+    /// `_position`, fixed for the transaction), and the transaction's COMMIT, in one round
+    /// trip. On any failure the transaction is rolled back.
+    async fn binlog_snapshot_position_and_commit(
         &mut self,
         table: &TableId,
-        status: &[(String, String)],
     ) -> Result<Position, SnapshotError> {
-        let get = |name: &str| {
-            status
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.clone())
-        };
         let unreadable = || SnapshotError::ChunkReadFailed {
             table: table.clone(),
             site: "binlog snapshot",
             code: 0,
         };
-        let file = get("binlog_snapshot_file")
-            .filter(|f| !f.is_empty())
-            .ok_or_else(unreadable)?;
-        let pos: u64 = get("binlog_snapshot_position")
-            .and_then(|p| p.parse().ok())
-            .ok_or_else(unreadable)?;
-        let text: Option<Option<String>> = self
-            .conn
-            .exec_first("SELECT BINLOG_GTID_POS(?, ?)", (file, pos))
-            .await
-            .map_err(|e| chunk_err(table, "binlog gtid pos", &e))?;
-        text.flatten()
+        let read = async {
+            self.conn.query(BINLOG_SNAPSHOT_GTID_AND_COMMIT).await?;
+            let g: Vec<(Option<String>,)> = self.conn.next_result().await?.unwrap_or_default();
+            // the COMMIT's answer (its error, if it failed)
+            self.conn.drop_result().await?;
+            Ok(g)
+        };
+        let g = match read.await {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = self.conn.query_drop("ROLLBACK").await;
+                return Err(chunk_err(table, "binlog gtid pos", &e));
+            }
+        };
+        g.into_iter()
+            .next()
+            .and_then(|(text,)| text)
             .and_then(|t| parse_position(self.flavor, &t))
             .ok_or_else(unreadable)
     }
 
+    /// The chunk's rows; with `prelude`, that statement goes in the same round trip, before
+    /// the chunk's `SELECT` (it failing is a failure at `site`).
     async fn select_rows(
         &mut self,
         layout: &TableLayout,
         sql: &str,
         params: Vec<mysql_common::Value>,
         capacity: usize,
+        prelude: Option<(&str, &'static str)>,
     ) -> Result<Vec<Row>, SnapshotError> {
         let id = &layout.table.id;
-        let columns = self
-            .conn
-            .exec_stream(sql, &params)
-            .await
-            .map_err(|e| chunk_err(id, "select", &e))?;
+        let columns = match prelude {
+            None => self.conn.exec_stream(sql, &params).await,
+            Some((prelude, site)) => {
+                match self.conn.exec_stream_after(prelude, sql, &params).await {
+                    // the statement, not the prelude, may be what failed: the message cannot
+                    // tell, the site names both
+                    Err(e) => return Err(chunk_err(id, site, &e)),
+                    ok => ok,
+                }
+            }
+        }
+        .map_err(|e| chunk_err(id, "select", &e))?;
         let drift = |reason| SnapshotError::SchemaDrifted {
             table: id.clone(),
             reason,
@@ -701,13 +725,6 @@ async fn second_result_text(conn: &mut QueryConn) -> Result<Option<String>, Serv
         .first()
         .and_then(|r| r.get_opt::<String, _>(0))
         .and_then(Result::ok))
-}
-
-/// The (name, value) rows of a two-statement batch's second result (`SHOW STATUS`).
-async fn second_result_pairs(conn: &mut QueryConn) -> Result<Vec<(String, String)>, ServerOrIo> {
-    let rows = conn.next_result().await?.unwrap_or_default();
-    conn.drop_result().await?;
-    Ok(rows)
 }
 
 /// One chunk row, read from its packet: every value converted as the binlog decoder would
