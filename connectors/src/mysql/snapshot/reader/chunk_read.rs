@@ -1,0 +1,307 @@
+//! [`SnapshotReader::read_chunk`]: one chunk and its position G, per [`PositionCapture`]
+//! (ADR-0006): MySQL's `LOCK TABLES` capture before the view, MariaDB's view opened with the
+//! chunk's `SELECT` in one round trip and its binlog point read after the rows.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use capstan_core::change::{Row, TableId};
+use capstan_core::position::Position;
+
+use super::super::chunk::{Chunk, PositionCapture};
+use super::super::error::{server_code, SnapshotError};
+use super::super::executed_position_sql;
+use super::super::key::KeyPart;
+use super::super::row_value::{convert, wire_type_fits};
+use super::super::sql::{chunk_params, chunk_select, quote_table};
+use super::super::table::{SnapshotTable, TableLayout};
+use super::{chunk_err, parse_position, SnapshotReader};
+use crate::mysql::query_conn::QueryConn;
+use crate::mysql::query_packets::BinaryRow;
+use crate::mysql::replica_conn::ServerOrIo;
+
+/// At most this many rows are reserved up front for a chunk.
+const CAPACITY_CAP: usize = 1 << 16;
+
+/// Opens a chunk's transaction: its read view, and on MariaDB its binlog point.
+const START_SNAPSHOT: &str = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY";
+
+/// MariaDB: G, the GTID position of the open transaction's binlog point (`BINLOG_GTID_POS`
+/// of `binlog_snapshot_file`/`_position`, fixed for the transaction: ADR-0006), then the
+/// transaction's end, in one round trip.
+const BINLOG_SNAPSHOT_GTID_AND_COMMIT: &str = "SELECT BINLOG_GTID_POS(\
+     MAX(IF(VARIABLE_NAME = 'BINLOG_SNAPSHOT_FILE', VARIABLE_VALUE, NULL)), \
+     MAX(IF(VARIABLE_NAME = 'BINLOG_SNAPSHOT_POSITION', VARIABLE_VALUE, NULL))) \
+     FROM information_schema.SESSION_STATUS \
+     WHERE VARIABLE_NAME IN ('BINLOG_SNAPSHOT_FILE', 'BINLOG_SNAPSHOT_POSITION'); COMMIT";
+
+impl SnapshotReader {
+    /// Up to `chunk_size` rows with key > `after` (from the start when `None`), in key order,
+    /// read as of an exact position G; `last` when no row follows.
+    pub async fn read_chunk(
+        &mut self,
+        table: &SnapshotTable,
+        after: Option<&[KeyPart]>,
+        chunk_size: u32,
+    ) -> Result<Chunk, SnapshotError> {
+        let layout = self.layout(table).await?;
+        let mut params = match after {
+            None => Vec::new(),
+            Some(after) => {
+                chunk_params(&layout, after).ok_or_else(|| SnapshotError::CursorShapeMismatch {
+                    table: table.id.clone(),
+                })?
+            }
+        };
+        let limit = u64::from(chunk_size.max(1)) + 1;
+        params.push(mysql_common::Value::UInt(limit));
+        let sql = chunk_select(&layout, after.is_some());
+        let capacity = usize::try_from(limit)
+            .unwrap_or(usize::MAX)
+            .min(CAPACITY_CAP);
+        let (position, lock_held, rows) = match self.capture {
+            PositionCapture::LockTables => {
+                let (position, held) = self.lock_tables_position(&table.id).await?;
+                let lock_held = Some(held);
+                let read = self
+                    .select_rows(&layout, &sql, params, capacity, None)
+                    .await;
+                let rows = match read {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        let _ = self.conn.query_drop("ROLLBACK").await;
+                        return Err(e);
+                    }
+                };
+                self.conn
+                    .query_drop("COMMIT")
+                    .await
+                    .map_err(|e| chunk_err(&table.id, "commit", &e))?;
+                (position, lock_held, rows)
+            }
+            // ADR-0006, MariaDB: the view's binlog point is fixed when its transaction starts,
+            // so the transaction start goes with the chunk's SELECT in one round trip, and G is
+            // read after the rows, with the COMMIT
+            PositionCapture::BinlogSnapshot => {
+                let prelude = Some((START_SNAPSHOT, "start transaction"));
+                let read = self
+                    .select_rows(&layout, &sql, params, capacity, prelude)
+                    .await;
+                let rows = match read {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        let _ = self.conn.query_drop("ROLLBACK").await;
+                        return Err(e);
+                    }
+                };
+                let position = self.binlog_snapshot_position_and_commit(&table.id).await?;
+                (position, None, rows)
+            }
+        };
+        let mut rows = rows;
+        let last = rows.len() < usize::try_from(limit).unwrap_or(usize::MAX);
+        rows.truncate(usize::try_from(chunk_size.max(1)).unwrap_or(usize::MAX));
+        Ok(Chunk {
+            position,
+            rows,
+            last,
+            lock_held,
+        })
+    }
+
+    /// MySQL (ADR-0006): opens the chunk's transaction and returns G and the lock hold time.
+    ///
+    /// The statements go in their order, two to a round trip where the second needs nothing
+    /// from the first's reply: `LOCK TABLES …; SELECT <executed position>` and
+    /// `START TRANSACTION …; UNLOCK TABLES`. A failed statement ends its batch: the server
+    /// runs nothing after it.
+    async fn lock_tables_position(
+        &mut self,
+        table: &TableId,
+    ) -> Result<(Position, Duration), SnapshotError> {
+        let lock_and_read = format!(
+            "LOCK TABLES {} READ; {}",
+            quote_table(table),
+            executed_position_sql(self.flavor)
+        );
+        start_batch(&mut self.conn, &lock_and_read)
+            .await
+            .map_err(|e| SnapshotError::LockUnavailable {
+                table: table.clone(),
+                code: server_code(&e),
+            })?;
+        // LOCK TABLES has returned: the lock is held
+        let locked = Instant::now();
+        let g = second_result_text(&mut self.conn).await;
+        let g = match g {
+            Ok(Some(text)) => parse_position(self.flavor, &text),
+            Ok(None) => None,
+            Err(e) => {
+                let _ = self.conn.query_drop("UNLOCK TABLES").await;
+                return Err(chunk_err(table, "position", &e));
+            }
+        };
+        let Some(g) = g else {
+            let _ = self.conn.query_drop("UNLOCK TABLES").await;
+            return Err(SnapshotError::ChunkReadFailed {
+                table: table.clone(),
+                site: "position",
+                code: 0,
+            });
+        };
+        // starting the transaction releases the table lock (after the lock is gone the view
+        // is taken: it holds every change of the table up to G, maybe more)
+        let started =
+            start_batch(&mut self.conn, &format!("{START_SNAPSHOT}; UNLOCK TABLES")).await;
+        let held = locked.elapsed();
+        if let Err(e) = started {
+            let _ = self.conn.query_drop("UNLOCK TABLES").await;
+            return Err(chunk_err(table, "start transaction", &e));
+        }
+        self.conn
+            .drop_result()
+            .await
+            .map_err(|e| chunk_err(table, "unlock", &e))?;
+        Ok((g, held))
+    }
+
+    /// MariaDB: G from the open transaction's binlog point (`binlog_snapshot_file` and
+    /// `_position`, fixed for the transaction), and the transaction's COMMIT, in one round
+    /// trip. On any failure the transaction is rolled back.
+    async fn binlog_snapshot_position_and_commit(
+        &mut self,
+        table: &TableId,
+    ) -> Result<Position, SnapshotError> {
+        let unreadable = || SnapshotError::ChunkReadFailed {
+            table: table.clone(),
+            site: "binlog snapshot",
+            code: 0,
+        };
+        let read = async {
+            self.conn.query(BINLOG_SNAPSHOT_GTID_AND_COMMIT).await?;
+            let g: Vec<(Option<String>,)> = self.conn.next_result().await?.unwrap_or_default();
+            // the COMMIT's answer (its error, if it failed)
+            self.conn.drop_result().await?;
+            Ok(g)
+        };
+        let g = match read.await {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = self.conn.query_drop("ROLLBACK").await;
+                return Err(chunk_err(table, "binlog gtid pos", &e));
+            }
+        };
+        g.into_iter()
+            .next()
+            .and_then(|(text,)| text)
+            .and_then(|t| parse_position(self.flavor, &t))
+            .ok_or_else(unreadable)
+    }
+
+    /// The chunk's rows; with `prelude`, that statement goes in the same round trip, before
+    /// the chunk's `SELECT` (it failing is a failure at `site`).
+    async fn select_rows(
+        &mut self,
+        layout: &TableLayout,
+        sql: &str,
+        params: Vec<mysql_common::Value>,
+        capacity: usize,
+        prelude: Option<(&str, &'static str)>,
+    ) -> Result<Vec<Row>, SnapshotError> {
+        let id = &layout.table.id;
+        let columns = match prelude {
+            None => self.conn.exec_stream(sql, &params).await,
+            Some((prelude, site)) => {
+                match self.conn.exec_stream_after(prelude, sql, &params).await {
+                    // the statement, not the prelude, may be what failed: the message cannot
+                    // tell, the site names both
+                    Err(e) => return Err(chunk_err(id, site, &e)),
+                    ok => ok,
+                }
+            }
+        }
+        .map_err(|e| chunk_err(id, "select", &e))?;
+        let drift = |reason| SnapshotError::SchemaDrifted {
+            table: id.clone(),
+            reason,
+        };
+        if columns.len() != layout.columns.len() {
+            return Err(drift("column count"));
+        }
+        for (wire, info) in columns.iter().zip(&layout.columns) {
+            if wire.name_ref() != info.name.as_bytes() {
+                return Err(drift("column name"));
+            }
+            if !wire_type_fits(info.kind, wire) {
+                return Err(drift("column type"));
+            }
+        }
+        // each row is converted straight from its packet as it arrives, while the server
+        // keeps sending the next ones
+        let mut rows = Vec::with_capacity(capacity);
+        loop {
+            let raw = match self.conn.next_row().await {
+                Ok(Some(raw)) => raw,
+                Ok(None) => break,
+                Err(e) => return Err(chunk_err(id, "select", &e)),
+            };
+            let converted = convert_row(layout, &raw);
+            drop(raw);
+            match converted {
+                Ok(row) => rows.push(row),
+                Err(e) => {
+                    let _ = self.conn.drop_result().await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(rows)
+    }
+}
+
+/// Sends a batch of statements and reads the first one's result (it returns no rows): an
+/// error here is the first statement's, and the server ran nothing after it. The caller reads
+/// the rest ([`QueryConn::next_result`]).
+async fn start_batch(conn: &mut QueryConn, sql: &str) -> Result<(), ServerOrIo> {
+    conn.query(sql).await?;
+    conn.next_result::<mysql_common::Row>().await?;
+    Ok(())
+}
+
+/// The first column of the first row of a two-statement batch's second result (the first
+/// was read by [`start_batch`]); the rest of the batch is read and dropped.
+async fn second_result_text(conn: &mut QueryConn) -> Result<Option<String>, ServerOrIo> {
+    let rows = conn
+        .next_result::<mysql_common::Row>()
+        .await?
+        .unwrap_or_default();
+    conn.drop_result().await?;
+    Ok(rows
+        .first()
+        .and_then(|r| r.get_opt::<String, _>(0))
+        .and_then(Result::ok))
+}
+
+/// One chunk row, read from its packet: every value converted as the binlog decoder would
+/// produce it.
+fn convert_row(layout: &TableLayout, raw: &BinaryRow<'_>) -> Result<Row, SnapshotError> {
+    let mut values = Vec::with_capacity(raw.len());
+    for (v, info) in raw.values().zip(&layout.columns) {
+        // a value overrunning its packet is a read failure (as a broken stream was)
+        let v = v.map_err(|_| SnapshotError::ChunkReadFailed {
+            table: layout.table.id.clone(),
+            site: "select",
+            code: 0,
+        })?;
+        let value = convert(info.kind, v).map_err(|reason| SnapshotError::ValueDecodeFailed {
+            table: layout.table.id.clone(),
+            column: info.name.clone(),
+            reason,
+        })?;
+        values.push(value);
+    }
+    Row::new(Arc::clone(&layout.table.columns), values).map_err(|_| SnapshotError::SchemaDrifted {
+        table: layout.table.id.clone(),
+        reason: "row width",
+    })
+}
