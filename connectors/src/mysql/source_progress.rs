@@ -61,11 +61,7 @@ impl SourceProgress {
         also: &[TransactionGtid],
         completes: bool,
     ) -> bool {
-        let covered = |g: &TransactionGtid| match (&self.processed, g) {
-            (Position::Mysql(set), TransactionGtid::Mysql(g)) => set.contains(g),
-            (Position::Mariadb(pos), TransactionGtid::Mariadb(g)) => pos.contains(g),
-            _ => false,
-        };
+        let covered = |g: &TransactionGtid| g.is_covered_by(&self.processed);
         // an XA resolution is processed once both of its GTIDs are (they are added together)
         let skip = covered(gtid) && also.iter().all(&covered);
         // a resolved prepare no longer holds its domain back (also when replayed)

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use super::change::Change;
-use crate::position::{Gtid, MariadbGtid};
+use crate::position::{Gtid, MariadbGtid, Position};
 
 /// The GTID that identifies a committed transaction, in its server flavour.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -12,6 +12,17 @@ pub enum TransactionGtid {
     Mysql(Gtid),
     /// A MariaDB GTID (`domain-server-seq`).
     Mariadb(MariadbGtid),
+}
+
+impl TransactionGtid {
+    /// True when `position` covers this transaction (same flavour, and the GTID is in it).
+    pub fn is_covered_by(&self, position: &Position) -> bool {
+        match (position, self) {
+            (Position::Mysql(set), TransactionGtid::Mysql(g)) => set.contains(g),
+            (Position::Mariadb(pos), TransactionGtid::Mariadb(g)) => pos.contains(g),
+            _ => false,
+        }
+    }
 }
 
 impl fmt::Display for TransactionGtid {
@@ -55,5 +66,25 @@ impl fmt::Debug for Transaction {
             .field("partially_filtered", &self.partially_filtered)
             .field("also_covers", &self.also_covers.len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod coverage_tests {
+    use super::*;
+    use crate::position::Flavor;
+
+    #[test]
+    fn covered_only_by_a_position_of_its_flavour_that_holds_it() {
+        let uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+        let g = TransactionGtid::Mysql(format!("{uuid}:5").parse().unwrap());
+        let set = |t: &str| Position::parse(Flavor::Mysql, t).unwrap();
+        assert!(g.is_covered_by(&set(&format!("{uuid}:1-5"))));
+        assert!(!g.is_covered_by(&set(&format!("{uuid}:1-4"))));
+        let m = TransactionGtid::Mariadb(MariadbGtid::new(0, 2, 6));
+        let pos = |t: &str| Position::parse(Flavor::Mariadb, t).unwrap();
+        assert!(m.is_covered_by(&pos("0-2-6")));
+        assert!(!m.is_covered_by(&pos("0-2-5")));
+        assert!(!g.is_covered_by(&pos("0-2-6")));
     }
 }

@@ -539,11 +539,10 @@ impl TransactionAssembler {
             return Err(shape("xa resolution of another xid"));
         }
         let Some(prepared) = self.prepared.remove(&xid) else {
-            let replayed = match (&self.replayed, &gtid) {
-                (Some(Position::Mysql(set)), TransactionGtid::Mysql(g)) => set.contains(g),
-                (Some(Position::Mariadb(pos)), TransactionGtid::Mariadb(g)) => pos.contains(g),
-                _ => false,
-            };
+            let replayed = self
+                .replayed
+                .as_ref()
+                .is_some_and(|p| gtid.is_covered_by(p));
             if self.recovered.remove(&xid) || replayed {
                 out.push(AssemblerOutput::PositionAdvanced {
                     gtid,
