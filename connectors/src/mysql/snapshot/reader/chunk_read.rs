@@ -59,46 +59,38 @@ impl SnapshotReader {
         let capacity = usize::try_from(limit)
             .unwrap_or(usize::MAX)
             .min(CAPACITY_CAP);
-        let (position, lock_held, rows) = match self.capture {
+        // MySQL: G and the lock hold before the view (ADR-0006). MariaDB: the view's binlog
+        // point is fixed when its transaction starts, so the start goes with the chunk's
+        // SELECT in one round trip, and G is read after the rows, with the COMMIT
+        let (locked, prelude) = match self.capture {
             PositionCapture::LockTables => {
-                let (position, held) = self.lock_tables_position(&table.id).await?;
-                let lock_held = Some(held);
-                let read = self
-                    .select_rows(&layout, &sql, params, capacity, None)
-                    .await;
-                let rows = match read {
-                    Ok(rows) => rows,
-                    Err(e) => {
-                        let _ = self.conn.query_drop("ROLLBACK").await;
-                        return Err(e);
-                    }
-                };
+                (Some(self.lock_tables_position(&table.id).await?), None)
+            }
+            PositionCapture::BinlogSnapshot => (None, Some((START_SNAPSHOT, "start transaction"))),
+        };
+        let mut rows = match self
+            .select_rows(&layout, &sql, params, capacity, prelude)
+            .await
+        {
+            Ok(rows) => rows,
+            Err(e) => {
+                let _ = self.conn.query_drop("ROLLBACK").await;
+                return Err(e);
+            }
+        };
+        let (position, lock_held) = match locked {
+            Some((position, held)) => {
                 self.conn
                     .query_drop("COMMIT")
                     .await
                     .map_err(|e| chunk_err(&table.id, "commit", &e))?;
-                (position, lock_held, rows)
+                (position, Some(held))
             }
-            // ADR-0006, MariaDB: the view's binlog point is fixed when its transaction starts,
-            // so the transaction start goes with the chunk's SELECT in one round trip, and G is
-            // read after the rows, with the COMMIT
-            PositionCapture::BinlogSnapshot => {
-                let prelude = Some((START_SNAPSHOT, "start transaction"));
-                let read = self
-                    .select_rows(&layout, &sql, params, capacity, prelude)
-                    .await;
-                let rows = match read {
-                    Ok(rows) => rows,
-                    Err(e) => {
-                        let _ = self.conn.query_drop("ROLLBACK").await;
-                        return Err(e);
-                    }
-                };
-                let position = self.binlog_snapshot_position_and_commit(&table.id).await?;
-                (position, None, rows)
-            }
+            None => (
+                self.binlog_snapshot_position_and_commit(&table.id).await?,
+                None,
+            ),
         };
-        let mut rows = rows;
         let last = rows.len() < usize::try_from(limit).unwrap_or(usize::MAX);
         rows.truncate(usize::try_from(chunk_size.max(1)).unwrap_or(usize::MAX));
         Ok(Chunk {
