@@ -79,6 +79,20 @@ impl QueryConn {
         sql: &str,
         params: &[Value],
     ) -> Result<Arc<[Column]>, ServerOrIo> {
+        let cmd = self.execute_command(sql, params).await?;
+        self.send(&cmd).await?;
+        self.state = State::Head;
+        self.exec_head(sql).await
+    }
+
+    /// After what is owed was dropped, the COM_STMT_EXECUTE of `sql` (prepared if it is not
+    /// cached) with `params`; refused before the server sees it when the parameter count is
+    /// wrong or the parameters would need long data.
+    async fn execute_command(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<Vec<u8>, ServerOrIo> {
         self.settle().await?;
         let stmt = self.prepare(sql).await?;
         if usize::from(stmt.params) != params.len() {
@@ -94,9 +108,7 @@ impl QueryConn {
         }
         let mut cmd = Vec::new();
         request.serialize(&mut cmd);
-        self.send(&cmd).await?;
-        self.state = State::Head;
-        self.exec_head(sql).await
+        Ok(cmd)
     }
 
     /// Sends the text statement `prelude` (one statement without a result set) and, in the
@@ -110,25 +122,11 @@ impl QueryConn {
         sql: &str,
         params: &[Value],
     ) -> Result<Arc<[Column]>, ServerOrIo> {
-        self.settle().await?;
-        let stmt = self.prepare(sql).await?;
-        if usize::from(stmt.params) != params.len() {
-            return Err(ServerOrIo::Source(SourceError::UnexpectedPacket {
-                site: "statement parameter count",
-            }));
-        }
-        let (request, as_long_data) = ComStmtExecuteRequestBuilder::new(stmt.id).build(params);
-        if as_long_data {
-            return Err(ServerOrIo::Source(SourceError::UnexpectedPacket {
-                site: "statement parameters too large",
-            }));
-        }
+        let cmd = self.execute_command(sql, params).await?;
         let mut first = Vec::with_capacity(prelude.len() + 1);
         first.push(Command::COM_QUERY as u8);
         first.extend_from_slice(prelude.as_bytes());
         self.send(&first).await?;
-        let mut cmd = Vec::new();
-        request.serialize(&mut cmd);
         self.send(&cmd).await?;
         // prelude's answer, then the statement's (each reply's packets count from 1)
         self.conn.expect_reply();
