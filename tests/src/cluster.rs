@@ -93,9 +93,53 @@ impl Cluster {
 
     /// Like [`Cluster::start_with`], with `env` set for every worker process it ever spawns
     /// (e.g. `CAPSTAN_FAULT`).
+    ///
+    /// The ports come from [`free_port`], which another process may take before the worker
+    /// binds it (a mock Kafka broker of a test running beside this one, say); a worker that
+    /// cannot listen exits at once, and without the lowest id no cluster is ever initialised.
+    /// So the start waits until every worker's API answers, and when one exited first it
+    /// starts the whole cluster again on fresh ports (three attempts).
     pub fn start_with_env(
         n: u64,
         extra: impl Fn(u64) -> String,
+        env: Vec<(String, String)>,
+    ) -> Option<Cluster> {
+        let mut attempt = 1;
+        loop {
+            let mut cluster = Self::spawn_all(n, &extra, env.clone())?;
+            if cluster.listening(Duration::from_secs(20)) || attempt == 3 {
+                return Some(cluster);
+            }
+            eprintln!("a worker exited before listening (port taken?): starting the cluster again");
+            attempt += 1;
+        }
+    }
+
+    /// False when a worker exited before its API answered; true when every API answers (or
+    /// `timeout` passed with all of them still running).
+    fn listening(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut answering = 0;
+            for w in self.workers.values_mut() {
+                if !w.is_running() {
+                    return false;
+                }
+                let addr = std::net::SocketAddr::from(([127, 0, 0, 1], w.api_port));
+                if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                    answering += 1;
+                }
+            }
+            if answering == self.workers.len() || Instant::now() > deadline {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn spawn_all(
+        n: u64,
+        extra: &impl Fn(u64) -> String,
         env: Vec<(String, String)>,
     ) -> Option<Cluster> {
         let binary = capstan_binary()?;
