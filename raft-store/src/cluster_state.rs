@@ -11,6 +11,7 @@
 //!
 //! 1. `AssignOwner` must carry an epoch strictly greater than the pipeline's current epoch, so
 //!    a pipeline's epoch only ever grows, and each epoch names at most one owner.
+//!    `RestartPipeline` grows it by one on the same owner, decided at apply time.
 //! 2. An owner write is applied only if the pipeline has an owner and the write's epoch equals
 //!    the current epoch. Anything else is answered `StaleEpoch` (or `Unowned`) and changes
 //!    nothing. Because Raft orders the reassignment and the old owner's write in one log, a
@@ -160,6 +161,23 @@ impl ClusterState {
                 record.owner = Some(node);
                 self.max_epoch = self.max_epoch.max(epoch);
                 Response::Applied
+            }
+            Command::RestartPipeline { name } => {
+                let Some(record) = self.pipelines.get_mut(&name) else {
+                    return Response::UnknownPipeline;
+                };
+                let Some(owner) = record.owner else {
+                    return Response::Restarted {
+                        owner: None,
+                        epoch: record.epoch,
+                    };
+                };
+                record.epoch = record.epoch.saturating_add(1);
+                self.max_epoch = self.max_epoch.max(record.epoch);
+                Response::Restarted {
+                    owner: Some(owner),
+                    epoch: record.epoch,
+                }
             }
             Command::CommitCheckpoint {
                 pipeline,

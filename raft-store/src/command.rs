@@ -3,7 +3,7 @@
 //! Names are imperative (`AssignOwner`), as for every command in capstan. Two kinds exist:
 //!
 //! - **control commands** (`CreatePipeline`, `UpdatePipelineConfig`, `DeletePipeline`,
-//!   `SetDesiredState`, `AssignOwner`, `ResetOffsets`) come from the REST API or the scheduler;
+//!   `SetDesiredState`, `AssignOwner`, `RestartPipeline`, `ResetOffsets`) come from the REST API or the scheduler;
 //! - **owner writes** (`CommitCheckpoint`, `CommitSnapshotProgress`, `ReportStatus`) come from
 //!   the runner that owns a pipeline and carry the owner's epoch, the fencing token. See
 //!   [`cluster_state`](crate::cluster_state) for the fencing rules.
@@ -60,6 +60,16 @@ pub enum Command {
         node: NodeId,
         /// The new epoch, strictly greater than the current one.
         epoch: Epoch,
+    },
+    /// Restart the pipeline's runner on its current owner: the epoch grows by one, so the
+    /// running incarnation is fenced and the owner starts a fresh one. Decided when applied
+    /// (not from a possibly lagging replica's view), so it cannot race an ownership change;
+    /// a pipeline without an owner is left as it is. Answers [`Response::Restarted`].
+    ///
+    /// [`Response::Restarted`]: crate::Response::Restarted
+    RestartPipeline {
+        /// Pipeline name.
+        name: String,
     },
     /// Owner write: record the processed position.
     CommitCheckpoint {
@@ -148,7 +158,8 @@ impl Command {
             Command::CreatePipeline { name, .. }
             | Command::UpdatePipelineConfig { name, .. }
             | Command::DeletePipeline { name }
-            | Command::SetDesiredState { name, .. } => name,
+            | Command::SetDesiredState { name, .. }
+            | Command::RestartPipeline { name } => name,
             Command::AssignOwner { pipeline, .. }
             | Command::CommitCheckpoint { pipeline, .. }
             | Command::BeginSnapshot { pipeline, .. }
@@ -178,6 +189,7 @@ impl Command {
             Command::DeletePipeline { .. } => "delete_pipeline",
             Command::SetDesiredState { .. } => "set_desired_state",
             Command::AssignOwner { .. } => "assign_owner",
+            Command::RestartPipeline { .. } => "restart_pipeline",
             Command::CommitCheckpoint { .. } => "commit_checkpoint",
             Command::BeginSnapshot { .. } => "begin_snapshot",
             Command::CommitSnapshotProgress { .. } => "commit_snapshot_progress",

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::command::{DesiredState, Epoch};
+use crate::type_config::NodeId;
 
 /// What applying a command did.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
@@ -13,6 +14,14 @@ use crate::command::{DesiredState, Epoch};
 pub enum Response {
     /// The command was applied (or was a no-op repeat of an applied one).
     Applied,
+    /// `RestartPipeline` was applied: the owner it restarted on (if any) and the pipeline's
+    /// epoch after it (unchanged when there is no owner).
+    Restarted {
+        /// The owner, `None` when nothing runs (the state is left unchanged).
+        owner: Option<NodeId>,
+        /// The pipeline's epoch after the command.
+        epoch: Epoch,
+    },
     /// No pipeline has that name.
     UnknownPipeline,
     /// A pipeline of that name already exists.
@@ -48,7 +57,7 @@ pub enum Response {
 impl Response {
     /// True when the command changed (or confirmed) the state.
     pub fn is_applied(&self) -> bool {
-        matches!(self, Response::Applied)
+        matches!(self, Response::Applied | Response::Restarted { .. })
     }
 
     /// True when the writer is no longer the pipeline's owner and must stop publishing.
@@ -62,7 +71,7 @@ impl Response {
     /// A stable snake_case code for the REST API and pipeline status.
     pub fn code(&self) -> &'static str {
         match self {
-            Response::Applied => "applied",
+            Response::Applied | Response::Restarted { .. } => "applied",
             Response::UnknownPipeline => "unknown_pipeline",
             Response::PipelineExists => "pipeline_exists",
             Response::StaleEpoch { .. } => "stale_epoch",
@@ -80,6 +89,13 @@ impl std::fmt::Display for Response {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Response::Applied => f.write_str("applied"),
+            Response::Restarted {
+                owner: Some(owner),
+                epoch,
+            } => {
+                write!(f, "restarted on node {owner} at epoch {epoch}")
+            }
+            Response::Restarted { owner: None, .. } => f.write_str("no owner, nothing to restart"),
             Response::UnknownPipeline => f.write_str("unknown pipeline"),
             Response::PipelineExists => f.write_str("pipeline already exists"),
             Response::StaleEpoch { current } => {

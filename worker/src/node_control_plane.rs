@@ -21,9 +21,6 @@ use crate::metrics::{Metrics, RaftView};
 use crate::node::{Node, WriteError};
 use crate::pipeline::PipelineSpec;
 
-/// How often a restart re-reads the state after its epoch lost a race.
-const RESTART_TRIES: u32 = 3;
-
 /// [`ControlPlane`] over a running node.
 #[derive(Debug, Clone)]
 pub struct NodeControlPlane {
@@ -402,46 +399,26 @@ impl ControlPlane for NodeControlPlane {
     }
 
     async fn restart_pipeline(&self, name: &str) -> Result<RestartView, ApiError> {
-        for attempt in 0..RESTART_TRIES {
-            if attempt > 0 {
-                // this node's applied state lagged the leader's: let it catch up
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            let (owner, epoch) = self
-                .node
-                .state
-                .read(|s| s.pipeline(name).map(|r| (r.owner(), r.epoch())))
-                .ok_or_else(|| unknown_pipeline(name))?;
-            let Some(owner) = owner else {
-                // nothing runs; the scheduler starts a fresh incarnation when one is wanted
-                return Ok(RestartView {
-                    name: name.to_string(),
-                    owner: None,
-                    epoch,
-                });
-            };
-            let next = epoch.saturating_add(1);
-            let response = self
-                .write(Command::AssignOwner {
-                    pipeline: name.to_string(),
-                    node: owner,
-                    epoch: next,
-                })
-                .await?;
-            match response {
-                Response::EpochNotIncreasing { .. } => continue,
-                other => rejected(name, other)?,
-            }
-            return Ok(RestartView {
+        // decided where it is applied: this node's view may lag an ownership change
+        let response = self
+            .write(Command::RestartPipeline {
                 name: name.to_string(),
-                owner: Some(owner),
-                epoch: next,
-            });
+            })
+            .await?;
+        match response {
+            Response::Restarted { owner, epoch } => Ok(RestartView {
+                name: name.to_string(),
+                owner,
+                epoch,
+            }),
+            other => {
+                rejected(name, other)?;
+                Err(ApiError::internal(
+                    "unexpected_response",
+                    "the restart was answered with an unexpected outcome",
+                ))
+            }
         }
-        Err(ApiError::conflict(
-            "restart_raced",
-            "the pipeline's ownership kept changing while restarting; retry",
-        ))
     }
 
     async fn pipeline_offsets(&self, name: &str) -> Result<PipelineOffsets, ApiError> {

@@ -102,6 +102,7 @@ fn command_about(names: &'static [&'static str]) -> impl Strategy<Value = Comman
             reason: None,
         }),
         1 => name().prop_map(|pipeline| Command::ResetOffsets { pipeline }),
+        1 => name().prop_map(|name| Command::RestartPipeline { name }),
     ]
 }
 

@@ -515,3 +515,49 @@ fn state_and_commands_written_before_processed_existed_still_read() {
     );
     assert_eq!(serde_json::from_value::<ClusterState>(json).unwrap(), state);
 }
+
+#[test]
+fn restart_bumps_the_epoch_on_the_owner_it_finds_when_applied() {
+    let mut state = ClusterState::new();
+    let restart = |state: &mut ClusterState, name: &str| {
+        state.apply(Command::RestartPipeline { name: name.into() })
+    };
+    assert_eq!(restart(&mut state, "orders"), Response::UnknownPipeline);
+    create(&mut state, "orders");
+    // nothing runs: nothing changes
+    let before = state.clone();
+    assert_eq!(
+        restart(&mut state, "orders"),
+        Response::Restarted {
+            owner: None,
+            epoch: 0
+        }
+    );
+    assert_eq!(state, before);
+
+    assert_eq!(assign(&mut state, "orders", 2, 4), Response::Applied);
+    assert_eq!(
+        restart(&mut state, "orders"),
+        Response::Restarted {
+            owner: Some(2),
+            epoch: 5
+        }
+    );
+    let record = state.pipeline("orders").unwrap();
+    assert_eq!((record.owner(), record.epoch()), (Some(2), 5));
+    assert_eq!(state.max_epoch(), 5);
+    // the old incarnation is fenced, the new one writes
+    assert_eq!(
+        checkpoint(&mut state, "orders", 4, &format!("{UUID}:1-3")),
+        Response::StaleEpoch { current: 5 }
+    );
+    assert_eq!(
+        checkpoint(&mut state, "orders", 5, &format!("{UUID}:1-3")),
+        Response::Applied
+    );
+    // an assignment made meanwhile must still exceed the restarted epoch
+    assert_eq!(
+        assign(&mut state, "orders", 3, 5),
+        Response::EpochNotIncreasing { current: 5 }
+    );
+}
