@@ -7,7 +7,7 @@
 //! ```text
 //! eval "$(deploy/dev/services.sh env)"
 //! cargo build --release -p capstan-connectors --example snapshot_bench
-//! $CARGO_TARGET_DIR/release/examples/snapshot_bench --rows 1000000 --chunk-size 4096 --server both
+//! $CARGO_TARGET_DIR/release/examples/snapshot_bench --rows 1000000 --server both --rounds 9
 //! ```
 //!
 //! Per server: the table `<schema>.t` (10 columns, `BIGINT` primary key; the column set of
@@ -18,11 +18,13 @@
 //!
 //! 1. **raw scan**: `SELECT * FROM t ORDER BY id` as one prepared statement (binary protocol),
 //!    streamed row by row as `mysql_async::Row`s, every value touched;
-//! 2. **keyset**: `SELECT * FROM t WHERE id > ? ORDER BY id LIMIT <chunk size>` pages, prepared
-//!    once, plain mysql_async, every value touched;
+//! 2. **keyset**: `SELECT * FROM t WHERE id > ? ORDER BY id LIMIT <--keyset-page>` pages,
+//!    prepared once, plain mysql_async, every value touched;
 //! 3. **capstan**: `SnapshotReader::read_chunk` from the start to the last chunk (the position
 //!    capture of every chunk, rows decoded into capstan `Row`s, the next cursor by
-//!    `KeyShape::key_of`); `open` and `describe` are outside the timed loop.
+//!    `KeyShape::key_of`), each chunk sized as a pipeline sizes it: by `ChunkSizer` with
+//!    `--chunk-size auto` (the default, as a pipeline without `chunk_size`), or fixed with
+//!    `--chunk-size N`; `open` and `describe` are outside the timed loop.
 //!
 //! The rows/s figures are medians over the rounds. Every reader connects as the capstan account
 //! over TLS without peer verification, with the reader's session settings (`time_zone`,
@@ -45,6 +47,7 @@ use capstan_connectors::mysql::snapshot::{
 };
 use capstan_connectors::mysql::{Password, SourceConfig, TlsConfig, TlsMode, ValidSourceConfig};
 use capstan_core::change::{TableId, Value};
+use capstan_core::snapshot::ChunkSizer;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder, SslOpts, Statement};
 
@@ -58,7 +61,8 @@ const LOAD_STEP: u64 = 65_536;
 #[derive(Debug)]
 struct Args {
     rows: u64,
-    chunk_size: u32,
+    /// `None`: adaptive, as a pipeline without `chunk_size` reads.
+    chunk_size: Option<u32>,
     servers: Vec<&'static str>,
     rounds: usize,
     schema: String,
@@ -67,10 +71,12 @@ struct Args {
     flush: bool,
     /// `--capstan-only`: the capstan pass alone in each round (for profiling).
     capstan_only: bool,
+    /// Rows per keyset page.
+    keyset_page: u32,
 }
 
 fn usage() -> &'static str {
-    "usage: snapshot_bench [--rows N (1000000)] [--chunk-size N (4096)] \
+    "usage: snapshot_bench [--rows N (1000000)] [--chunk-size N|auto (auto)] [--keyset-page N (4096)] \
      [--server mysql|mariadb|both (both)] [--rounds N (3)] [--schema NAME (capstan_snapshot_bench)] \
      [--probe N (200)] [--as-found-secs S (60)] [--no-flush] [--capstan-only]"
 }
@@ -78,7 +84,8 @@ fn usage() -> &'static str {
 fn parse_args() -> Result<Args, BoxError> {
     let mut args = Args {
         rows: 1_000_000,
-        chunk_size: 4096,
+        chunk_size: None,
+        keyset_page: 4096,
         servers: vec!["mysql", "mariadb"],
         rounds: 3,
         schema: "capstan_snapshot_bench".to_string(),
@@ -95,7 +102,13 @@ fn parse_args() -> Result<Args, BoxError> {
         };
         match a.as_str() {
             "--rows" => args.rows = value()?.parse()?,
-            "--chunk-size" => args.chunk_size = value()?.parse()?,
+            "--chunk-size" => {
+                args.chunk_size = match value()?.as_str() {
+                    "auto" => None,
+                    n => Some(n.parse()?),
+                }
+            }
+            "--keyset-page" => args.keyset_page = value()?.parse()?,
             "--server" => {
                 args.servers = match value()?.as_str() {
                     "mysql" => vec!["mysql"],
@@ -117,8 +130,8 @@ fn parse_args() -> Result<Args, BoxError> {
             other => return Err(format!("unknown argument {other}\n{}", usage()).into()),
         }
     }
-    if args.rows == 0 || args.chunk_size == 0 || args.rounds == 0 {
-        return Err("--rows, --chunk-size and --rounds must be > 0".into());
+    if args.rows == 0 || args.chunk_size == Some(0) || args.keyset_page == 0 || args.rounds == 0 {
+        return Err("--rows, --chunk-size, --keyset-page and --rounds must be > 0".into());
     }
     if args.schema.is_empty()
         || !args
@@ -447,6 +460,8 @@ async fn run_keyset(s: &Server, schema: &str, chunk_size: u32) -> Result<Measure
 struct CapstanPass {
     measured: Measured,
     chunks: u64,
+    /// The most rows a chunk asked for.
+    largest: u32,
     lock_held: Vec<Duration>,
     chunk_times: Vec<Duration>,
     complete: bool,
@@ -465,10 +480,12 @@ async fn open_reader(
 async fn run_capstan(
     s: &Server,
     schema: &str,
-    chunk_size: u32,
+    chunk_size: Option<u32>,
     limit: Option<Duration>,
 ) -> Result<CapstanPass, BoxError> {
     let (mut reader, table) = open_reader(s, schema).await?;
+    let mut sizer = ChunkSizer::for_config(chunk_size);
+    let mut largest = 0u32;
     let cpu = process_cpu();
     let start = Instant::now();
     let mut rows = 0u64;
@@ -479,10 +496,12 @@ async fn run_capstan(
     let mut after: Option<Vec<KeyPart>> = None;
     let complete = loop {
         let t0 = Instant::now();
-        let chunk = reader
-            .read_chunk(&table, after.as_deref(), chunk_size)
-            .await?;
-        chunk_times.push(t0.elapsed());
+        let asked = sizer.next_size();
+        largest = largest.max(asked);
+        let chunk = reader.read_chunk(&table, after.as_deref(), asked).await?;
+        let elapsed = t0.elapsed();
+        sizer.observe(asked, chunk.rows.len(), chunk.bytes, elapsed);
+        chunk_times.push(elapsed);
         chunks += 1;
         if let Some(held) = chunk.lock_held {
             lock_held.push(held);
@@ -509,6 +528,7 @@ async fn run_capstan(
     Ok(CapstanPass {
         measured: Measured { rows, secs, cpu },
         chunks,
+        largest,
         lock_held,
         chunk_times,
         complete,
@@ -767,7 +787,7 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
             continue;
         }
         let r = run_raw(s, &args.schema).await?;
-        let k = run_keyset(s, &args.schema, args.chunk_size).await?;
+        let k = run_keyset(s, &args.schema, args.keyset_page).await?;
         let c = run_capstan(s, &args.schema, args.chunk_size, None).await?;
         for (line, m) in [
             (&mut raw, &r),
@@ -788,13 +808,14 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
         chunk_times.extend(c.chunk_times);
         let load = load_average();
         println!(
-            "  round {}: raw {:.3} s, keyset {:.3} s, capstan {:.3} s ({} chunks), \
-             capstan/raw {:.2}x (load {load})",
+            "  round {}: raw {:.3} s, keyset {:.3} s, capstan {:.3} s ({} chunks, largest {} \
+             rows), capstan/raw {:.2}x (load {load})",
             round + 1,
             r.secs,
             k.secs,
             c.measured.secs,
             c.chunks,
+            c.largest,
             r.secs / c.measured.secs,
         );
         loads.push(load);
@@ -861,10 +882,12 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
         print_capture_probe(p);
     }
     println!(
-        "  ({} round(s), seconds = median; chunk size {}; load average (1 min) before and after \
-         each round: {})",
+        "  ({} round(s), seconds = median; chunk size {}; keyset page {}; load average (1 min) \
+         before and after each round: {})",
         args.rounds,
-        args.chunk_size,
+        args.chunk_size
+            .map_or_else(|| "auto".to_string(), |n| n.to_string()),
+        args.keyset_page,
         loads.join(", ")
     );
     println!();

@@ -111,19 +111,9 @@ async fn concurrent_writers(flavor: &'static str) {
         .expect("snapshot rows counter");
 
     // the sentinel: everything committed before it is on the topic once it is
-    let sentinel = 9_000_000_000i64;
-    admin
-        .query_drop(format!(
-            "INSERT INTO {} VALUES ({sentinel}, 0, 'sentinel')",
-            qt(&schema, "big")
-        ))
-        .await
-        .unwrap();
-    let sentinel_key = json!({ "id": sentinel });
+    let sentinel = SENTINEL_ID;
     let recs = tail
-        .until(Duration::from_secs(300), |rs| {
-            rs.last().and_then(|r| r.key.as_ref()) == Some(&sentinel_key)
-        })
+        .through_sentinel(&mut admin, &schema, "big", Duration::from_secs(300))
         .await;
     let source = source_rows(&mut admin, &schema, "big", &["id"]).await;
     let replayed = replay(&recs, &["id"]);

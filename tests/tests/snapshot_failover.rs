@@ -161,18 +161,9 @@ async fn kill_twice(flavor: &'static str) {
     let st = world
         .wait_status("kills", SETTLE, "streaming", |s| s["state"] == "streaming")
         .await;
-    let sentinel = json!({"id": 9_000_000_000i64});
-    admin
-        .query_drop(format!(
-            "INSERT INTO {} VALUES (9000000000, 0, 'sentinel')",
-            qt(&schema, "t")
-        ))
-        .await
-        .unwrap();
+    let sentinel = json!({ "id": SENTINEL_ID });
     let recs = tail
-        .until(Duration::from_secs(120), |rs| {
-            rs.last().and_then(|r| r.key.as_ref()) == Some(&sentinel)
-        })
+        .through_sentinel(&mut admin, &schema, "t", Duration::from_secs(120))
         .await;
     let r = replay(&recs, &["id"]);
     assert!(r.state.contains_key(&sentinel.to_string()), "sentinel");
@@ -445,18 +436,8 @@ async fn crash_in_window(flavor: &'static str, delivery: &'static str) {
             table_status(s, &name)["status"] == "complete" && s["state"] == "streaming"
         })
         .await;
-    let sentinel = json!({"id": 9_000_000_000i64});
-    admin
-        .query_drop(format!(
-            "INSERT INTO {} VALUES (9000000000, 0, 'sentinel')",
-            qt(&schema, "t")
-        ))
-        .await
-        .unwrap();
     let recs = tail
-        .until(Duration::from_secs(120), |rs| {
-            rs.last().and_then(|r| r.key.as_ref()) == Some(&sentinel)
-        })
+        .through_sentinel(&mut admin, &schema, "t", Duration::from_secs(120))
         .await;
     let r = replay(&recs, &["id"]);
     let source = source_rows(&mut admin, &schema, "t", &["id"]).await;

@@ -204,6 +204,11 @@ impl<'a> BinaryRow<'a> {
         self.columns.len()
     }
 
+    /// The bytes of the row's values on the wire (without the header and NULL bitmap).
+    pub(crate) fn value_bytes(&self) -> usize {
+        self.values.len()
+    }
+
     /// The values in column order (NULL as [`Value::NULL`]); an error for a value that
     /// overruns the packet, or for bytes left after the last one.
     pub(crate) fn values(&self) -> BinaryValues<'a, '_> {

@@ -15,12 +15,17 @@
 //! - a chunk read at G is published once G ⊆ the processed position, before the next streamed
 //!   transaction is gated; then both cursors advance to the chunk's last key.
 
+mod chunk_sizer;
 mod cursor_gate;
 #[cfg(test)]
 mod proptests;
 mod snapshot_key;
 mod snapshot_session;
 
+pub use chunk_sizer::{
+    ChunkSizer, CHUNK_BYTE_BUDGET, FIRST_CHUNK_ROWS, MAX_ADAPTIVE_ROWS, MAX_GROWTH, MIN_CHUNK_ROWS,
+    TARGET_CHUNK_TIME,
+};
 pub use cursor_gate::{CursorGate, RowKeys, TableCursor, TableStatus, Verdict};
 pub use snapshot_key::{KeyComponent, SnapshotKey};
 pub use snapshot_session::{ReadyChunk, SessionError, SnapshotSession};

@@ -709,7 +709,34 @@ impl Tail {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+
+    /// Inserts the sentinel row [`SENTINEL_ID`] into `schema.table` (a [`seed_big`] table)
+    /// and waits up to `timeout` for it to be the newest record: everything committed before
+    /// it is on the topic by then.
+    pub async fn through_sentinel(
+        &self,
+        admin: &mut mysql_async::Conn,
+        schema: &str,
+        table: &str,
+        timeout: Duration,
+    ) -> Vec<Rec> {
+        admin
+            .query_drop(format!(
+                "INSERT INTO {} VALUES ({SENTINEL_ID}, 0, 'sentinel')",
+                qt(schema, table)
+            ))
+            .await
+            .unwrap();
+        let key = serde_json::json!({ "id": SENTINEL_ID });
+        self.until(timeout, |rs| {
+            rs.last().and_then(|r| r.key.as_ref()) == Some(&key)
+        })
+        .await
+    }
 }
+
+/// The key of the sentinel row [`Tail::through_sentinel`] inserts.
+pub const SENTINEL_ID: i64 = 9_000_000_000;
 
 impl Drop for Tail {
     fn drop(&mut self) {

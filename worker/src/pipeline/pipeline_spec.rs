@@ -99,10 +99,11 @@ pub struct SnapshotSpec {
     /// captured, the server's base tables outside the system schemas).
     #[serde(default)]
     pub tables: Option<Vec<String>>,
-    /// Rows per chunk (default 4096, at most 1,000,000): bounds memory and what a crash
-    /// re-reads.
-    #[serde(default = "default_chunk_size")]
-    pub chunk_size: u32,
+    /// Rows per chunk, fixed (1 to 1,000,000): bounds memory and what a crash re-reads.
+    /// Absent (the default): sized per table to about 100 ms of reading and at most 32 MiB
+    /// of row data (`capstan_core::snapshot::ChunkSizer`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_size: Option<u32>,
     /// A ceiling on snapshot rows read per second (default: none). Chunks also wait while
     /// the stream has a backlog, so live changes go first.
     #[serde(default)]
@@ -114,14 +115,10 @@ impl Default for SnapshotSpec {
         SnapshotSpec {
             mode: SnapshotMode::Never,
             tables: None,
-            chunk_size: default_chunk_size(),
+            chunk_size: None,
             max_rows_per_second: None,
         }
     }
-}
-
-fn default_chunk_size() -> u32 {
-    4096
 }
 
 /// The largest chunk: a chunk is held in memory whole.
@@ -135,8 +132,8 @@ pub struct CheckedSnapshot {
     /// The tables, in reading order; `None`: resolve the captured base tables at the first
     /// start.
     pub tables: Option<Vec<TableId>>,
-    /// Rows per chunk.
-    pub chunk_size: u32,
+    /// Rows per chunk when fixed; `None` adapts.
+    pub chunk_size: Option<u32>,
     /// Rows per second ceiling.
     pub max_rows_per_second: Option<u32>,
 }
@@ -305,7 +302,10 @@ impl PipelineSpec {
 
 impl SnapshotSpec {
     fn check(&self, captured: &TableFilter) -> Result<Option<CheckedSnapshot>, PipelineSpecError> {
-        if self.chunk_size == 0 || self.chunk_size > MAX_CHUNK_SIZE {
+        if self
+            .chunk_size
+            .is_some_and(|rows| rows == 0 || rows > MAX_CHUNK_SIZE)
+        {
             return Err(PipelineSpecError::new(
                 "snapshot.chunk_size",
                 format!("must be 1 to {MAX_CHUNK_SIZE}"),
@@ -588,13 +588,15 @@ mod tests {
                 TableId::new("shop", "orders")
             ])
         );
-        assert_eq!((snap.chunk_size, snap.mode), (4096, SnapshotMode::Initial));
+        // no chunk_size: adaptive
+        assert_eq!((snap.chunk_size, snap.mode), (None, SnapshotMode::Initial));
         // every table captured: resolved at the first start
         let mut v = good();
         v["tables"] = json!({});
         v["snapshot"] = json!({"mode": "when_needed", "chunk_size": 10});
         let spec = PipelineSpec::from_json(v).unwrap().validate().unwrap();
-        assert_eq!(spec.snapshot.unwrap().tables, None);
+        let snap = spec.snapshot.unwrap();
+        assert_eq!((snap.tables, snap.chunk_size), (None, Some(10)));
         let spec = PipelineSpec::from_json(good()).unwrap().validate().unwrap();
         assert!(spec.snapshot.is_none());
     }

@@ -23,8 +23,8 @@ pub struct PreparedSnapshot {
     pub complete: HashMap<TableId, Option<Vec<KeyPart>>>,
     /// Each table's status.
     pub status: HashMap<TableId, TableStatus>,
-    /// Rows per chunk.
-    pub chunk_size: u32,
+    /// Rows per chunk when fixed; `None` adapts.
+    pub chunk_size: Option<u32>,
     /// Rows per second ceiling.
     pub max_rows_per_second: Option<u32>,
 }

@@ -12,7 +12,7 @@ use capstan_connectors::mysql::{AssemblerOutput, ValidSourceConfig};
 use capstan_core::change::{Change, Op, Row, SchemaChange, TableId};
 use capstan_core::position::Position;
 use capstan_core::snapshot::{
-    ReadyChunk, RowKeys, SessionError, SnapshotKey, SnapshotSession, TableStatus,
+    ChunkSizer, ReadyChunk, RowKeys, SessionError, SnapshotKey, SnapshotSession, TableStatus,
 };
 use capstan_kafka::exactly_once::SnapshotProgress;
 use capstan_raft_store::SnapshotTableStatus;
@@ -48,7 +48,9 @@ pub struct SnapshotDriver {
     tables: HashMap<TableId, TableRun>,
     /// Tables complete before this run started: their last cursor, for the offsets record.
     complete: HashMap<TableId, Option<Vec<KeyPart>>>,
-    chunk_size: u32,
+    chunk_size: Option<u32>,
+    /// Each table's chunk size (fixed, or adapting to its read rate and row width).
+    sizers: HashMap<TableId, ChunkSizer>,
     max_rows_per_second: Option<u32>,
     next_read: Instant,
     last_read: Option<Instant>,
@@ -113,6 +115,7 @@ impl SnapshotDriver {
             tables,
             complete,
             chunk_size,
+            sizers: HashMap::new(),
             max_rows_per_second,
             next_read: Instant::now(),
             last_read: None,
@@ -148,22 +151,44 @@ impl SnapshotDriver {
         Ok(())
     }
 
-    /// A chunk, retried on a fresh connection (identity checked again) after a transient
-    /// failure.
+    /// A chunk of the table's next size, retried on a fresh connection (identity checked
+    /// again) after a transient failure; its size and read time go to the table's sizer.
     async fn read_with_retry(
         &mut self,
         id: &TableId,
     ) -> Result<capstan_connectors::mysql::snapshot::Chunk, Halt> {
+        let (chunk_size, ceiling) = (self.chunk_size, self.max_rows_per_second);
+        let sizer = *self
+            .sizers
+            .entry(id.clone())
+            .or_insert_with(|| ChunkSizer::for_config(chunk_size).with_ceiling(ceiling));
+        let asked = sizer.next_size();
         let mut attempt = 0;
         loop {
             attempt += 1;
             let run = self.tables.get(id).ok_or("snapshot_table_not_found")?;
+            let started = Instant::now();
             let result = self
                 .reader
-                .read_chunk(&run.table, run.raw_cursor.as_deref(), self.chunk_size)
+                .read_chunk(&run.table, run.raw_cursor.as_deref(), asked)
                 .await;
             let err = match result {
-                Ok(chunk) => return Ok(chunk),
+                Ok(chunk) => {
+                    let elapsed = started.elapsed();
+                    if let Some(sizer) = self.sizers.get_mut(id) {
+                        sizer.observe(asked, chunk.rows.len(), chunk.bytes, elapsed);
+                        tracing::debug!(
+                            table = %id,
+                            asked,
+                            rows = chunk.rows.len(),
+                            bytes = chunk.bytes,
+                            elapsed_ms = elapsed.as_secs_f64() * 1000.0,
+                            next = sizer.next_size(),
+                            "snapshot chunk read"
+                        );
+                    }
+                    return Ok(chunk);
+                }
                 Err(e) => e,
             };
             let Some((config, identity)) = self.source.clone() else {

@@ -17,6 +17,9 @@ pub struct Chunk {
     pub rows: Vec<Row>,
     /// True if no row of the table follows the last one returned (also for an empty chunk).
     pub last: bool,
+    /// The bytes of the rows' values as the server sent them (every row read, the look-ahead
+    /// row too): what sizes the next chunk, with the read time.
+    pub bytes: u64,
     /// With [`PositionCapture::LockTables`]: how long the table lock was held, from
     /// `LOCK TABLES` returning to `START TRANSACTION` returning. `None` lock-free.
     pub lock_held: Option<Duration>,

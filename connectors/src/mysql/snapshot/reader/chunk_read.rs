@@ -68,7 +68,7 @@ impl SnapshotReader {
             }
             PositionCapture::BinlogSnapshot => (None, Some((START_SNAPSHOT, "start transaction"))),
         };
-        let mut rows = match self
+        let (mut rows, bytes) = match self
             .select_rows(&layout, &sql, params, capacity, prelude)
             .await
         {
@@ -97,6 +97,7 @@ impl SnapshotReader {
             position,
             rows,
             last,
+            bytes,
             lock_held,
         })
     }
@@ -190,8 +191,8 @@ impl SnapshotReader {
             .ok_or_else(unreadable)
     }
 
-    /// The chunk's rows; with `prelude`, that statement goes in the same round trip, before
-    /// the chunk's `SELECT` (it failing is a failure at `site`).
+    /// The chunk's rows and the bytes of their values; with `prelude`, that statement goes in
+    /// the same round trip, before the chunk's `SELECT` (it failing is a failure at `site`).
     async fn select_rows(
         &mut self,
         layout: &TableLayout,
@@ -199,7 +200,7 @@ impl SnapshotReader {
         params: Vec<mysql_common::Value>,
         capacity: usize,
         prelude: Option<(&str, &'static str)>,
-    ) -> Result<Vec<Row>, SnapshotError> {
+    ) -> Result<(Vec<Row>, u64), SnapshotError> {
         let id = &layout.table.id;
         let columns = match prelude {
             None => self.conn.exec_stream(sql, &params).await,
@@ -231,12 +232,14 @@ impl SnapshotReader {
         // each row is converted straight from its packet as it arrives, while the server
         // keeps sending the next ones
         let mut rows = Vec::with_capacity(capacity);
+        let mut bytes = 0u64;
         loop {
             let raw = match self.conn.next_row().await {
                 Ok(Some(raw)) => raw,
                 Ok(None) => break,
                 Err(e) => return Err(chunk_err(id, "select", &e)),
             };
+            bytes = bytes.saturating_add(u64::try_from(raw.value_bytes()).unwrap_or(u64::MAX));
             let converted = convert_row(layout, &raw);
             drop(raw);
             match converted {
@@ -247,7 +250,7 @@ impl SnapshotReader {
                 }
             }
         }
-        Ok(rows)
+        Ok((rows, bytes))
     }
 }
 
