@@ -202,3 +202,111 @@ async fn exactly_once_owner_kill_with_a_pending_prepare_publishes_nothing_twice(
         .await
         .unwrap();
 }
+
+/// The rows read so far of the snapshot of `table`, from the pipeline's status.
+async fn rows_done(world: &World, name: &str, table: &str) -> u64 {
+    let status = world.status(name).await.unwrap_or(Value::Null);
+    table_status(&status, table)["rows_done"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+/// A prepare pending during the snapshot holds the checkpoint back, but not the snapshot: a
+/// chunk is published once the stream has handed out everything up to its position G. Had the
+/// chunk waited for the held checkpoint, the streamed changes after G of its rows would be
+/// suppressed by the gate meanwhile (their keys beyond the cursor) and lost, the chunk holding
+/// the older values: the update below.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn snapshot_chunks_during_a_pending_prepare_lose_no_streamed_change() {
+    let Some(db) = mariadb() else { return };
+    let _exclusive = SERVER_WIDE.write().await;
+    let mut admin = db.admin_conn().await;
+    rollback_leftovers(&mut admin).await;
+    let schema = create_schema(&mut admin, "sxa").await;
+    admin
+        .query_drop(format!(
+            "CREATE TABLE {t} (id INT PRIMARY KEY, v INT NOT NULL); \
+             CREATE TABLE {x} (id INT PRIMARY KEY); \
+             INSERT INTO {t} SELECT seq, 0 FROM mysql.seq_1_to_60",
+            t = qt(&schema, "t"),
+            x = qt(&schema, "x"),
+        ))
+        .await
+        .unwrap();
+    let Some(world) = World::start(db.clone(), "mariadb").await else {
+        return;
+    };
+    let topic = topic("sxa", &schema, "t");
+    world.one_partition(std::slice::from_ref(&topic));
+    let tail = Tail::start(world.kafka.bootstrap_servers(), &topic);
+    let table = format!("{schema}.t");
+    let mut def = world.definition(
+        "sxa",
+        &[table.clone(), format!("{schema}.x")],
+        // a chunk of 5 rows every half second
+        json!({"mode": "initial", "tables": [table], "chunk_size": 5, "max_rows_per_second": 10}),
+        "at_least_once",
+        "sxa",
+    );
+    def["xa"] = json!("track");
+    world.create_and_resume(def).await;
+    world
+        .wait_status("sxa", SETTLE, "10 snapshot rows", |s| {
+            table_status(s, &table)["rows_done"]
+                .as_u64()
+                .is_some_and(|n| n >= 10)
+        })
+        .await;
+
+    // a prepare stays pending while chunks are read; every row changes meanwhile
+    let mut xa = db.admin_conn().await;
+    let xid = unique_name(XID_PREFIX);
+    xa.query_drop(format!(
+        "XA START '{xid}'; INSERT INTO {} VALUES (1); XA END '{xid}'; XA PREPARE '{xid}'",
+        qt(&schema, "x")
+    ))
+    .await
+    .unwrap();
+    let at_prepare = rows_done(&world, "sxa", &table).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    admin
+        .query_drop(format!("UPDATE {} SET v = 1", qt(&schema, "t")))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let at_commit = rows_done(&world, "sxa", &table).await;
+    xa.query_drop(format!("XA COMMIT '{xid}'")).await.unwrap();
+    // the scenario happened: the snapshot was still running across the prepare, and the
+    // chunks did not wait for it
+    assert!(
+        at_commit < 60,
+        "the snapshot ended before the prepare resolved"
+    );
+
+    world
+        .wait_status("sxa", Duration::from_secs(60), "snapshot complete", |s| {
+            table_status(s, &table)["status"] == "complete"
+        })
+        .await;
+    admin
+        .query_drop(format!("INSERT INTO {} VALUES (1000, 2)", qt(&schema, "t")))
+        .await
+        .unwrap();
+    let sentinel = json!({ "id": 1000 });
+    let recs = tail
+        .until(SETTLE, |rs| {
+            rs.last().and_then(|r| r.key.as_ref()) == Some(&sentinel)
+        })
+        .await;
+    let replayed = replay(&recs, &["id"]);
+    let source = source_rows(&mut admin, &schema, "t", &["id"]).await;
+    assert_same(&replayed.state, &source, "mariadb");
+    assert!(
+        at_commit > at_prepare,
+        "no chunk published while the prepare was pending ({at_prepare} rows)"
+    );
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+}

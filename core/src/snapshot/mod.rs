@@ -13,7 +13,9 @@
 //! - an update that changes the key is a delete of the old key and an upsert of the new one,
 //!   each gated on its own key;
 //! - a chunk read at G is published once G ⊆ the processed position, before the next streamed
-//!   transaction is gated; then both cursors advance to the chunk's last key.
+//!   transaction is gated, or before the first streamed transaction outside G (a pending XA
+//!   prepare keeps the processed position from covering G); then both cursors advance to the
+//!   chunk's last key.
 
 mod chunk_sizer;
 mod cursor_gate;

@@ -3,14 +3,20 @@
 //! crashes at every durable step, and a consumer that applies what was published as
 //! upserts/deletes by key. After everything drains, the consumer must equal the source table;
 //! without crashes no row is published twice by the snapshot.
+//!
+//! Two-phase XA is modelled as the source handles it with `xa: track` (ADR-0008): a prepare
+//! inserts a reserved key, is in G once written (the server's executed set has its GTID) but
+//! not in any read view until it commits, and is pooled by the stream (handed out with its
+//! resolution, so the processed set has a hole while it waits; the checkpoint is held before
+//! it). A restart resumes from the checkpoint and skips what was handed out.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
 use super::*;
-use crate::change::{Op, TableId};
-use crate::position::{Flavor, Position};
+use crate::change::{Op, TableId, TransactionGtid};
+use crate::position::{Flavor, Gtid, Position};
 
 const SID: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
 const CHUNK: usize = 3;
@@ -20,6 +26,30 @@ fn pos(n: usize) -> Position {
         return Position::empty(Flavor::Mysql);
     }
     Position::parse(Flavor::Mysql, &format!("{SID}:1-{n}")).expect("valid gtid set")
+}
+
+/// The set of binlog entries `handed` (entry i is GNO i + 1).
+fn pos_of(handed: &BTreeSet<usize>) -> Position {
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for &i in handed {
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == i + 1 => *end = i + 1,
+            _ => ranges.push((i + 1, i + 1)),
+        }
+    }
+    if ranges.is_empty() {
+        return Position::empty(Flavor::Mysql);
+    }
+    let text: Vec<String> = ranges.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+    Position::parse(Flavor::Mysql, &format!("{SID}:{}", text.join(":"))).expect("valid gtid set")
+}
+
+fn gtid(i: usize) -> TransactionGtid {
+    TransactionGtid::Mysql(
+        format!("{SID}:{}", i + 1)
+            .parse::<Gtid>()
+            .expect("valid gtid"),
+    )
 }
 
 fn key(k: u64) -> SnapshotKey {
@@ -33,6 +63,10 @@ enum Write {
     Delete,
     ChangeKey,
     OtherTable,
+    /// XA PREPARE of an insert of a reserved key (at most two pending).
+    Prepare,
+    /// XA COMMIT (even pick) or ROLLBACK of the oldest pending prepare.
+    Resolve,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -51,6 +85,8 @@ fn step() -> impl Strategy<Value = Step> {
         Just(Write::Delete),
         Just(Write::ChangeKey),
         Just(Write::OtherTable),
+        Just(Write::Prepare),
+        Just(Write::Resolve),
     ];
     prop_oneof![
         4 => (write, any::<u8>(), any::<u32>()).prop_map(|(w, p, v)| Step::Write(w, p, v)),
@@ -64,9 +100,17 @@ fn step() -> impl Strategy<Value = Step> {
 /// One row change of the snapshot table: (key, value) images.
 type Image = Option<(u64, u64)>;
 
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Plain,
+    Prepare,
+    Resolve { prepare: usize },
+}
+
 #[derive(Clone, Debug)]
 struct Txn {
     changes: Vec<(Op, Image, Image)>,
+    kind: Kind,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -78,6 +122,8 @@ enum Published {
 #[derive(Clone, Debug, Default)]
 struct Durable {
     checkpoint: usize,
+    /// The processed set beside the checkpoint (entries handed out).
+    handed: BTreeSet<usize>,
     cursor: Option<u64>,
     delivered: Option<u64>,
     started: bool,
@@ -88,7 +134,12 @@ struct Node {
     session: SnapshotSession<Vec<(u64, u64)>>,
     /// The cursor as a number, beside the gate's encoded one (the model reads by it).
     cursor: Option<u64>,
+    /// Binlog entries read so far.
     processed: usize,
+    /// Entries handed out (the processed set; a pooled prepare is not).
+    handed: BTreeSet<usize>,
+    /// Prepares read and pooled, waiting for their resolution.
+    held: BTreeSet<usize>,
 }
 
 struct World {
@@ -96,6 +147,9 @@ struct World {
     /// states[i]: the table after i transactions.
     states: Vec<BTreeMap<u64, u64>>,
     binlog: Vec<Txn>,
+    /// Unresolved prepares (binlog entries), oldest first, and the keys they insert.
+    pending: Vec<usize>,
+    reserved: BTreeSet<u64>,
     durable: Durable,
     node: Node,
     published: Vec<Published>,
@@ -114,6 +168,8 @@ impl World {
             table,
             states: vec![state],
             binlog: Vec::new(),
+            pending: Vec::new(),
+            reserved: BTreeSet::new(),
             durable,
             node,
             published: Vec::new(),
@@ -145,6 +201,8 @@ impl World {
             session: SnapshotSession::new(vec![table.clone()], gate),
             cursor: d.cursor,
             processed: d.checkpoint,
+            handed: d.handed.clone(),
+            held: BTreeSet::new(),
         }
     }
 
@@ -155,10 +213,36 @@ impl World {
         let fresh = (0..64u64)
             .map(|i| (u64::from(pick) + i * 7) % 64 + (u64::MAX - 64))
             .chain(0..64)
-            .find(|k| !state.contains_key(k));
+            .find(|k| !state.contains_key(k) && !self.reserved.contains(k));
         let v = u64::from(value);
+        let mut kind = Kind::Plain;
         let changes = match (w, existing, fresh) {
-            (Write::OtherTable, _, _) => vec![],
+            (Write::Prepare, _, Some(k)) if self.pending.len() < 2 => {
+                // the row exists only once the prepare commits
+                self.pending.push(self.binlog.len());
+                self.reserved.insert(k);
+                kind = Kind::Prepare;
+                vec![(Op::Insert, None, Some((k, v)))]
+            }
+            (Write::Resolve, _, _) if !self.pending.is_empty() => {
+                let prepare = self.pending.remove(0);
+                let changes = self.binlog[prepare].changes.clone();
+                for (_, _, after) in &changes {
+                    if let Some((k, v)) = after {
+                        self.reserved.remove(k);
+                        if pick.is_multiple_of(2) {
+                            state.insert(*k, *v);
+                        }
+                    }
+                }
+                kind = Kind::Resolve { prepare };
+                if pick.is_multiple_of(2) {
+                    changes
+                } else {
+                    vec![]
+                }
+            }
+            (Write::OtherTable | Write::Prepare | Write::Resolve, _, _) => vec![],
             (Write::Insert, _, Some(k)) | (_, None, Some(k)) => {
                 state.insert(k, v);
                 vec![(Op::Insert, None, Some((k, v)))]
@@ -178,16 +262,32 @@ impl World {
             }
             (_, _, None) => vec![],
         };
-        self.binlog.push(Txn { changes });
+        self.binlog.push(Txn { changes, kind });
         self.states.push(state);
     }
 
     /// Processes the next streamed transaction; `crash` is where to crash if a chunk is
     /// published after it (0: after `delivered_pk` is durable, 1: after the publish).
     fn stream_one(&mut self, crash: Option<u8>) -> bool {
-        let Some(txn) = self.binlog.get(self.node.processed).cloned() else {
+        let i = self.node.processed;
+        let Some(txn) = self.binlog.get(i).cloned() else {
             return false;
         };
+        self.node.processed += 1;
+        if self.node.handed.contains(&i) {
+            // handed out before the restart: skipped
+            return true;
+        }
+        if let Kind::Prepare = txn.kind {
+            self.node.held.insert(i);
+            return true;
+        }
+        // a transaction outside a waiting chunk's G releases the chunk first
+        if let Some(chunk) = self.node.session.take_before(&gtid(i)) {
+            if self.publish(chunk, crash) {
+                return true;
+            }
+        }
         for (op, before, after) in txn.changes {
             let (bk, ak) = (before.map(|b| key(b.0)), after.map(|a| key(a.0)));
             let keys = match (op, &bk, &ak) {
@@ -221,37 +321,56 @@ impl World {
                 }
             }
         }
-        self.node.processed += 1;
+        self.node.handed.insert(i);
+        if let Kind::Resolve { prepare } = txn.kind {
+            self.node.held.remove(&prepare);
+            self.node.handed.insert(prepare);
+        }
         self.publish_ready(crash);
         true
     }
 
-    /// Publishes the waiting chunk if its position is processed: `delivered_pk` made durable
-    /// first, the rows published, then `pk_cursor` made durable.
+    /// Publishes the waiting chunk if its position is processed.
     fn publish_ready(&mut self, crash: Option<u8>) {
-        let Some(chunk) = self.node.session.take_ready(&pos(self.node.processed)) else {
-            return;
-        };
+        if let Some(chunk) = self.node.session.take_ready(&pos_of(&self.node.handed)) {
+            self.publish(chunk, crash);
+        }
+    }
+
+    /// Publishes a chunk: `delivered_pk` made durable first, the rows published, then
+    /// `pk_cursor` made durable. True if it crashed on the way.
+    fn publish(&mut self, chunk: ReadyChunk<Vec<(u64, u64)>>, crash: Option<u8>) -> bool {
         let end = chunk.payload.last().map(|r| r.0);
         self.durable.started = true;
         if end.is_some() {
             self.durable.delivered = end.max(self.durable.delivered);
         }
         if crash == Some(0) {
-            return self.crash();
+            self.crash();
+            return true;
         }
         for &(k, v) in &chunk.payload {
             self.published.push(Published::Upsert(k, v));
             self.snapshot_rows.push(k);
         }
         if crash == Some(1) {
-            return self.crash();
+            self.crash();
+            return true;
         }
         if end.is_some() {
             self.durable.cursor = end.max(self.durable.cursor);
             self.node.cursor = self.durable.cursor;
         }
         self.durable.complete |= chunk.last;
+        false
+    }
+
+    /// Commits the checkpoint, held before the earliest pooled prepare, with the processed
+    /// set beside it.
+    fn flush(&mut self) {
+        let held = self.node.held.first().copied().unwrap_or(usize::MAX);
+        self.durable.checkpoint = self.node.processed.min(held);
+        self.durable.handed = self.node.handed.clone();
     }
 
     /// Reads the next chunk at G = everything committed, through a view that may also see the
@@ -286,6 +405,10 @@ impl World {
     }
 
     fn drain(&mut self) {
+        // every prepare commits (a chunk may wait for a resolution while the stream is idle)
+        while !self.pending.is_empty() {
+            self.write(Write::Resolve, 0, 0);
+        }
         for _ in 0..10_000 {
             if self.node.session.next_table().is_some() {
                 self.read_chunk(0);
@@ -326,7 +449,7 @@ fn run(initial: &[u64], steps: &[Step]) -> World {
                 }
             }
             Step::ReadChunk(extras) => w.read_chunk(usize::from(extras)),
-            Step::Flush => w.durable.checkpoint = w.node.processed,
+            Step::Flush => w.flush(),
             Step::Crash => w.crash(),
         }
     }
@@ -384,4 +507,22 @@ fn crash_window_delete_is_swept() {
     assert!(w.crashed);
     assert_eq!(&w.consumer(), w.states.last().unwrap());
     assert!(!w.consumer().contains_key(&2));
+}
+
+/// A chunk read while an XA prepare is pending (its GTID in G, its row in no view) is
+/// published before the next transaction outside G is gated: here the prepare's own commit,
+/// whose row the chunk (the table's last) does not hold. Waiting for the processed set to
+/// cover G instead would gate the commit first, suppress its row and lose it.
+#[test]
+fn a_chunk_behind_a_pending_prepare_goes_before_the_next_transaction() {
+    let steps = [
+        Step::Write(Write::Prepare, 0, 7), // reserves a key beyond 1, 2
+        Step::ReadChunk(0),                // keys 1, 2, the last chunk: G has the prepare
+        Step::Write(Write::Resolve, 0, 0), // XA COMMIT: the row appears, outside G
+        Step::Stream(2, None),
+    ];
+    let w = run(&[1, 2], &steps);
+    assert_eq!(&w.consumer(), w.states.last().unwrap());
+    assert_eq!(w.consumer().len(), 3, "the prepared row arrived");
+    assert_eq!(w.snapshot_rows, vec![1, 2]);
 }

@@ -6,12 +6,14 @@
 //! It then keeps processing the stream and, after every transaction (and before the first),
 //! asks [`SnapshotSession::take_ready`] with its processed position: the chunk comes out at
 //! the first position that covers G — before any later transaction is gated — and the gate
-//! advances. Every streamed change of the table up to G was suppressed (its key was beyond the
+//! advances. Before gating each transaction it also asks [`SnapshotSession::take_before`]:
+//! a transaction outside G releases the chunk first (G may stay uncovered behind a pending XA
+//! prepare). Every streamed change of the table up to G was suppressed (its key was beyond the
 //! cursor) and is in the chunk; every later one is gated with the advanced cursor.
 
 use super::cursor_gate::{CursorGate, TableStatus};
 use super::snapshot_key::SnapshotKey;
-use crate::change::TableId;
+use crate::change::{TableId, TransactionGtid};
 use crate::position::Position;
 
 /// A chunk read and not yet published.
@@ -143,6 +145,32 @@ impl<C> SnapshotSession<C> {
         {
             return None;
         }
+        self.take()
+    }
+
+    /// The waiting chunk, if `next`, the streamed transaction about to be gated, is not
+    /// covered by its position; the gate advances past it, so `next` is gated with the
+    /// chunk's cursor.
+    ///
+    /// The binlog holds G's transactions before any transaction outside G, so when one
+    /// outside G comes, every transaction of G the stream will hand out has been gated. One
+    /// it did not hand out is a pending XA prepare (pooled until it resolves, so `processed`
+    /// never covers G while it waits): its rows are not in the chunk's view either, and its
+    /// resolution, after G, is gated with the advanced cursor. Without this a chunk would
+    /// wait for the prepare while later changes of its rows were suppressed — lost. Every
+    /// transaction gated before the chunk is thus in G.
+    pub fn take_before(&mut self, next: &TransactionGtid) -> Option<ReadyChunk<C>> {
+        if self
+            .pending
+            .as_ref()
+            .is_none_or(|p| next.is_covered_by(&p.position))
+        {
+            return None;
+        }
+        self.take()
+    }
+
+    fn take(&mut self) -> Option<ReadyChunk<C>> {
         let p = self.pending.take()?;
         self.gate.advance(&p.table, p.end.clone(), p.last);
         Some(ReadyChunk {

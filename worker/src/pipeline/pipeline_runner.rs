@@ -157,8 +157,8 @@ impl PipelineRunner {
 
         // The source runs in its own task: reading the binlog is not cancel-safe, the channel
         // is, so the loop below can wake for checkpoint deadlines without tearing a frame.
-        // `processed` is the source's checkpoint (what chunks are gated on and a restart
-        // resumes from); `delivered` its processed position, ahead of it only while a MariaDB
+        // `processed` is the source's checkpoint (what a restart resumes from); `delivered`
+        // its processed position (what snapshot chunks go by), ahead of it only while a MariaDB
         // XA prepare is pending (ADR-0008). Both are committed, as one pair.
         let mut processed: Position = source.position().clone();
         let mut delivered: Position = source.processed().clone();
@@ -181,11 +181,15 @@ impl PipelineRunner {
         let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
         loop {
             // a snapshot chunk, when one is due: read while the stream waits in the channel,
-            // so the processed position is at or before the chunk's position G
+            // so the processed position is at or before the chunk's position G. Chunks go by
+            // the processed position (every transaction handed out, so gated), not by the
+            // checkpoint: held back behind a pending MariaDB prepare (ADR-0008), the checkpoint
+            // would keep a chunk waiting while later changes of its rows were gated, and
+            // suppressed, past its G
             if let Some(driver) = snapshot.as_mut() {
                 if driver.chunk_due_in(!rx.is_empty()) == Some(Duration::ZERO) {
                     let ready = driver
-                        .read_chunk(&processed)
+                        .read_chunk(&delivered)
                         .await
                         .map_err(RunnerExit::failed)?;
                     if ready.is_some() {
@@ -233,9 +237,9 @@ impl PipelineRunner {
                             }
                         };
                         rows += change_count(&output);
-                        processed = position.clone();
+                        processed = position;
+                        items.push((output, handed_out.clone()));
                         delivered = handed_out;
-                        items.push((output, position));
                         if items.len() < MAX_BATCH_TX && rows < MAX_BATCH_ROWS {
                             next = rx.try_recv().ok();
                         }

@@ -36,8 +36,10 @@ fn ddl_is_captured(filter: &TableFilter, change: &SchemaChange) -> bool {
     }
 }
 
-/// One batch for [`PipelineRunner::deliver`]: stream outputs with the position after each,
-/// and a chunk already due before the first of them.
+/// One batch for [`PipelineRunner::deliver`]: stream outputs with the processed position
+/// after each (every transaction handed out; ahead of the checkpoint only while a MariaDB
+/// prepare is pending), which a waiting chunk is published at, and a chunk already due
+/// before the first of them.
 pub(super) struct Batch {
     pub(super) items: Vec<(AssemblerOutput, Position)>,
     pub(super) ready: Option<ReadyChunk<ChunkRows>>,
@@ -81,6 +83,19 @@ impl PipelineRunner {
                 .map_err(RunnerExit::failed)?;
         }
         for (output, after) in items {
+            // a transaction outside the waiting chunk's G: the chunk goes first
+            if let Some(driver) = snapshot.as_deref_mut() {
+                if let Some(chunk) = driver.take_before(&output) {
+                    batch.extend(self.chunk_records(
+                        records,
+                        &chunk,
+                        driver,
+                        &ctx,
+                        &coordinates,
+                    )?);
+                    ready = Some(chunk);
+                }
+            }
             let output = match snapshot.as_deref_mut() {
                 Some(driver) => driver.gate(output).map_err(RunnerExit::failed)?,
                 None => output,

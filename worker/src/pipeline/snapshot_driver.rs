@@ -268,6 +268,17 @@ impl SnapshotDriver {
         Ok(self.session.take_ready(processed))
     }
 
+    /// The waiting chunk, if `next` (the stream output about to be gated) is a transaction
+    /// its position G does not cover (see [`SnapshotSession::take_before`]).
+    pub fn take_before(&mut self, next: &AssemblerOutput) -> Option<ReadyChunk<ChunkRows>> {
+        let gtid = match next {
+            AssemblerOutput::Transaction(tx) => &tx.gtid,
+            AssemblerOutput::SchemaChange { gtid, .. }
+            | AssemblerOutput::PositionAdvanced { gtid, .. } => gtid,
+        };
+        self.session.take_before(gtid)
+    }
+
     /// The waiting chunk, if `processed` covers its position.
     pub fn take_ready(&mut self, processed: &Position) -> Option<ReadyChunk<ChunkRows>> {
         self.session.take_ready(processed)
