@@ -24,7 +24,10 @@
 //!    capture of every chunk, rows decoded into capstan `Row`s, the next cursor by
 //!    `KeyShape::key_of`), each chunk sized as a pipeline sizes it: by `ChunkSizer` with
 //!    `--chunk-size auto` (the default, as a pipeline without `chunk_size`), or fixed with
-//!    `--chunk-size N`; `open` and `describe` are outside the timed loop.
+//!    `--chunk-size N`; and, as a pipeline reads them, each chunk after the first read ahead
+//!    (`ChunkPrefetch`, a second connection opened inside the timed loop) while the one before
+//!    is consumed (`--no-read-ahead`: each read when asked for); `open` and `describe` are
+//!    outside the timed loop.
 //!
 //! The rows/s figures are medians over the rounds. Every reader connects as the capstan account
 //! over TLS without peer verification, with the reader's session settings (`time_zone`,
@@ -43,10 +46,11 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use capstan_connectors::mysql::snapshot::{
-    KeyPart, PositionCapture, ReaderOptions, SnapshotReader, SnapshotTable,
+    ChunkPrefetch, KeyPart, PositionCapture, ReaderOptions, SnapshotReader, SnapshotTable,
 };
 use capstan_connectors::mysql::{Password, SourceConfig, TlsConfig, TlsMode, ValidSourceConfig};
 use capstan_core::change::{TableId, Value};
+use capstan_core::position::Position;
 use capstan_core::snapshot::ChunkSizer;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder, SslOpts, Statement};
@@ -73,10 +77,12 @@ struct Args {
     capstan_only: bool,
     /// Rows per keyset page.
     keyset_page: u32,
+    /// `--no-read-ahead`: every chunk read when asked for (no second connection).
+    read_ahead: bool,
 }
 
 fn usage() -> &'static str {
-    "usage: snapshot_bench [--rows N (1000000)] [--chunk-size N|auto (auto)] [--keyset-page N (4096)] \
+    "usage: snapshot_bench [--rows N (1000000)] [--chunk-size N|auto (auto)] [--keyset-page N (4096)] [--no-read-ahead] \
      [--server mysql|mariadb|both (both)] [--rounds N (3)] [--schema NAME (capstan_snapshot_bench)] \
      [--probe N (200)] [--as-found-secs S (60)] [--no-flush] [--capstan-only]"
 }
@@ -86,6 +92,7 @@ fn parse_args() -> Result<Args, BoxError> {
         rows: 1_000_000,
         chunk_size: None,
         keyset_page: 4096,
+        read_ahead: true,
         servers: vec!["mysql", "mariadb"],
         rounds: 3,
         schema: "capstan_snapshot_bench".to_string(),
@@ -123,6 +130,7 @@ fn parse_args() -> Result<Args, BoxError> {
             "--as-found-secs" => args.as_found_secs = value()?.parse()?,
             "--no-flush" => args.flush = false,
             "--capstan-only" => args.capstan_only = true,
+            "--no-read-ahead" => args.read_ahead = false,
             "-h" | "--help" => {
                 println!("{}", usage());
                 std::process::exit(0);
@@ -462,6 +470,8 @@ struct CapstanPass {
     chunks: u64,
     /// The most rows a chunk asked for.
     largest: u32,
+    /// Chunks read ahead and used.
+    read_ahead: u64,
     lock_held: Vec<Duration>,
     chunk_times: Vec<Duration>,
     complete: bool,
@@ -481,9 +491,14 @@ async fn run_capstan(
     s: &Server,
     schema: &str,
     chunk_size: Option<u32>,
+    read_ahead: bool,
     limit: Option<Duration>,
 ) -> Result<CapstanPass, BoxError> {
     let (mut reader, table) = open_reader(s, schema).await?;
+    let config = source_config(s)?;
+    let identity = reader.server_identity().await?;
+    let mut ahead = ChunkPrefetch::new();
+    let mut previous: Option<Position> = None;
     let mut sizer = ChunkSizer::for_config(chunk_size);
     let mut largest = 0u32;
     let cpu = process_cpu();
@@ -498,10 +513,28 @@ async fn run_capstan(
         let t0 = Instant::now();
         let asked = sizer.next_size();
         largest = largest.max(asked);
-        let chunk = reader.read_chunk(&table, after.as_deref(), asked).await?;
-        let elapsed = t0.elapsed();
+        // as a pipeline reads: the chunk read ahead if there is one (no stream moves here,
+        // so it is never stale), else read now
+        let taken = match &previous {
+            Some(g) => ahead.take(&table.id, after.as_deref(), asked, g).await,
+            None => None,
+        };
+        let (chunk, elapsed) = match taken {
+            Some(read) => read,
+            None => {
+                let chunk = reader.read_chunk(&table, after.as_deref(), asked).await?;
+                (chunk, t0.elapsed())
+            }
+        };
         sizer.observe(asked, chunk.rows.len(), chunk.bytes, elapsed);
-        chunk_times.push(elapsed);
+        chunk_times.push(t0.elapsed());
+        if read_ahead && !chunk.last {
+            if let Some(last) = chunk.rows.last() {
+                let next = table.key.key_of(last)?;
+                ahead.start(&config, &identity, &table, next, sizer.next_size());
+            }
+        }
+        previous = Some(chunk.position.clone());
         chunks += 1;
         if let Some(held) = chunk.lock_held {
             lock_held.push(held);
@@ -529,6 +562,7 @@ async fn run_capstan(
         measured: Measured { rows, secs, cpu },
         chunks,
         largest,
+        read_ahead: ahead.used,
         lock_held,
         chunk_times,
         complete,
@@ -730,6 +764,7 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
             s,
             &args.schema,
             args.chunk_size,
+            args.read_ahead,
             Some(Duration::from_secs_f64(args.as_found_secs)),
         )
         .await?;
@@ -776,7 +811,7 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
     let mut loads = vec![load_average()];
     for round in 0..args.rounds {
         if args.capstan_only {
-            let c = run_capstan(s, &args.schema, args.chunk_size, None).await?;
+            let c = run_capstan(s, &args.schema, args.chunk_size, args.read_ahead, None).await?;
             println!(
                 "  round {}: capstan {:.3} s ({} rows, {} chunks)",
                 round + 1,
@@ -788,7 +823,7 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
         }
         let r = run_raw(s, &args.schema).await?;
         let k = run_keyset(s, &args.schema, args.keyset_page).await?;
-        let c = run_capstan(s, &args.schema, args.chunk_size, None).await?;
+        let c = run_capstan(s, &args.schema, args.chunk_size, args.read_ahead, None).await?;
         for (line, m) in [
             (&mut raw, &r),
             (&mut keyset, &k),
@@ -809,13 +844,14 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
         let load = load_average();
         println!(
             "  round {}: raw {:.3} s, keyset {:.3} s, capstan {:.3} s ({} chunks, largest {} \
-             rows), capstan/raw {:.2}x (load {load})",
+             rows, {} read ahead), capstan/raw {:.2}x (load {load})",
             round + 1,
             r.secs,
             k.secs,
             c.measured.secs,
             c.chunks,
             c.largest,
+            c.read_ahead,
             r.secs / c.measured.secs,
         );
         loads.push(load);

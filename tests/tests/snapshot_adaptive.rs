@@ -1,7 +1,9 @@
 //! A snapshot without `chunk_size` sizes its chunks per table (issue #7 benchmark follow-up,
 //! `capstan_core::snapshot::ChunkSizer`): the first chunk asks for 4096 rows, later ones adapt
-//! to the read rate (at most fourfold growth per chunk), and the topic still holds every row
-//! exactly once, equal to the table. Three real workers, both dev servers, a mock Kafka.
+//! to the read rate (at most fourfold growth per chunk), every chunk after the first is read
+//! ahead on a second connection while the one before is published, and the topic still holds
+//! every row exactly once, equal to the table. Three real workers, both dev servers, a mock
+//! Kafka.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -46,14 +48,20 @@ async fn adaptive(flavor: &'static str) {
         "sa",
     );
     world.create_and_resume(def).await;
-    world
+    let done = world
         .wait_status("big", Duration::from_secs(300), "snapshot complete", |s| {
             table_status(s, &format!("{schema}.big"))["status"] == "complete"
         })
         .await;
+
     let recs = tail
         .through_sentinel(&mut admin, &schema, "big", Duration::from_secs(120))
         .await;
+    // no writers, no throttle: every chunk after the first was read ahead, on the second
+    // connection, while the one before was published, and none was stale (the gauges are
+    // set after the chunk's progress: read once the sentinel is through)
+    let owner = done["owner"].as_u64().unwrap();
+    let [used, stale, wasted] = world.read_ahead(owner, "big").await;
     let source = source_rows(&mut admin, &schema, "big", &["id"]).await;
     let replayed = replay(&recs, &["id"]);
     assert_same(&replayed.state, &source, flavor);
@@ -63,7 +71,12 @@ async fn adaptive(flavor: &'static str) {
 
     let chunks = chunks(&replayed.read_recs);
     let sizes: Vec<u64> = chunks.iter().map(|(_, n)| *n as u64).collect();
-    eprintln!("{flavor}: adaptive chunk sizes {sizes:?}");
+    eprintln!("{flavor}: adaptive chunk sizes {sizes:?}, read ahead {used} used, {stale} stale, {wasted} wasted");
+    assert_eq!(
+        (used, stale, wasted),
+        (sizes.len() as u64 - 1, 0, 0),
+        "read-ahead outcomes for {sizes:?}"
+    );
     assert_eq!(sizes[0], u64::from(FIRST_CHUNK_ROWS), "{sizes:?}");
     let full = &sizes[..sizes.len() - 1];
     // the size really adapted (grew on a fast read, or shrank on a slow one)

@@ -105,6 +105,7 @@ async fn concurrent_writers(flavor: &'static str) {
         .metric(owner, "big", "snapshot_suppressed")
         .await
         .expect("suppressed gauge");
+    let read_ahead = world.read_ahead(owner, "big").await;
     let snapshot_rows = world
         .metric(owner, "big", "snapshot_rows_total")
         .await
@@ -199,9 +200,9 @@ async fn concurrent_writers(flavor: &'static str) {
         Some(json!({"snapshot_complete": {"db": schema, "table": "big", "rows": reads}}))
     );
     eprintln!(
-        "{flavor}: {BIG_ROWS}-row snapshot in {snap_time:?} ({} chunks) under 8 writers \
-         ({statements} statements, {} errors), {suppressed} suppressed, {} change records, \
-         total {:?}",
+        "{flavor}: {BIG_ROWS}-row snapshot in {snap_time:?} ({} chunks; read ahead: used, \
+         stale, wasted {read_ahead:?}) under 8 writers ({statements} statements, {} errors), \
+         {suppressed} suppressed, {} change records, total {:?}",
         chunks.len(),
         stats.errors.load(Ordering::Relaxed),
         replayed.changes.len(),

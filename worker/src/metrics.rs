@@ -43,6 +43,15 @@ struct PipelineLabel {
     pipeline: String,
 }
 
+/// The outcomes of a chunk read ahead, in the order of [`Metrics::set_snapshot_read_ahead`].
+const READ_AHEAD_OUTCOMES: [&str; 3] = ["used", "stale", "wasted"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReadAheadLabel {
+    pipeline: String,
+    outcome: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {
     state: String,
@@ -96,6 +105,7 @@ pub struct Metrics {
     bytes: Family<PipelineLabel, Counter>,
     snapshot_rows: Family<PipelineLabel, Counter>,
     snapshot_suppressed: Family<PipelineLabel, Gauge>,
+    snapshot_read_ahead: Family<ReadAheadLabel, Gauge>,
     lag: Family<PipelineLabel, Gauge<f64, AtomicU64>>,
     raft_term: Gauge,
     raft_leader: Gauge,
@@ -128,6 +138,7 @@ impl Metrics {
             bytes: Family::default(),
             snapshot_rows: Family::default(),
             snapshot_suppressed: Family::default(),
+            snapshot_read_ahead: Family::default(),
             lag: Family::default(),
             raft_term: Gauge::default(),
             raft_leader: Gauge::default(),
@@ -195,6 +206,12 @@ impl Metrics {
             "pipeline_snapshot_suppressed",
             "streamed row changes the snapshot's cursor gate suppressed (owner, this run)",
             self.snapshot_suppressed.clone(),
+        );
+        r.register(
+            "pipeline_snapshot_read_ahead",
+            "snapshot chunks read ahead while the one before was published, by outcome: used, \
+             stale (the stream had passed their position; read again), wasted (owner, this run)",
+            self.snapshot_read_ahead.clone(),
         );
         r.register(
             "pipeline_lag_seconds",
@@ -327,6 +344,12 @@ impl Metrics {
         for f in [&self.checkpoint_age, &self.lag] {
             f.remove(&label);
         }
+        for outcome in READ_AHEAD_OUTCOMES {
+            self.snapshot_read_ahead.remove(&ReadAheadLabel {
+                pipeline: pipeline.to_string(),
+                outcome,
+            });
+        }
         for f in [
             &self.halts,
             &self.rows,
@@ -373,6 +396,18 @@ impl Metrics {
         };
         let gauge = self.snapshot_suppressed.get_or_create(&label);
         gauge.set(i64::try_from(total).unwrap_or(i64::MAX));
+    }
+
+    /// The snapshot's hook: chunks read ahead so far, used, stale and wasted.
+    pub fn set_snapshot_read_ahead(&self, pipeline: &str, counts: [u64; 3]) {
+        for (outcome, total) in READ_AHEAD_OUTCOMES.into_iter().zip(counts) {
+            let label = ReadAheadLabel {
+                pipeline: pipeline.to_string(),
+                outcome,
+            };
+            let gauge = self.snapshot_read_ahead.get_or_create(&label);
+            gauge.set(i64::try_from(total).unwrap_or(i64::MAX));
+        }
     }
 
     /// The snapshot reader's hook: rows read by the initial snapshot.

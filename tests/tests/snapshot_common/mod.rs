@@ -277,16 +277,45 @@ impl World {
 
     /// A metric of pipeline `name` on worker `owner` (`capstan_pipeline_<metric>`).
     pub async fn metric(&self, owner: u64, name: &str, metric: &str) -> Option<f64> {
+        self.metric_labelled(owner, name, metric, "").await
+    }
+
+    /// As [`World::metric`], of the series that also has the label text `label`
+    /// (`outcome="used"`).
+    pub async fn metric_labelled(
+        &self,
+        owner: u64,
+        name: &str,
+        metric: &str,
+        label: &str,
+    ) -> Option<f64> {
         let url = format!(
             "{}/metrics",
             self.blocking(move |c| c.workers[&owner].api()).await
         );
         let text = reqwest::get(url).await.ok()?.text().await.ok()?;
-        let label = format!("pipeline=\"{name}\"");
+        let pipeline = format!("pipeline=\"{name}\"");
         text.lines()
             .filter(|l| !l.starts_with('#'))
-            .find(|l| l.starts_with(&format!("capstan_pipeline_{metric}")) && l.contains(&label))
+            .find(|l| {
+                l.starts_with(&format!("capstan_pipeline_{metric}"))
+                    && l.contains(&pipeline)
+                    && l.contains(label)
+            })
             .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
+    /// The snapshot's chunks read ahead by outcome: used, stale, wasted.
+    pub async fn read_ahead(&self, owner: u64, name: &str) -> [u64; 3] {
+        let mut out = [0; 3];
+        for (slot, outcome) in out.iter_mut().zip(["used", "stale", "wasted"]) {
+            let label = format!("outcome=\"{outcome}\"");
+            let v = self
+                .metric_labelled(owner, name, "snapshot_read_ahead", &label)
+                .await;
+            *slot = v.unwrap_or(0.0) as u64;
+        }
+        out
     }
 
     /// Every record of `topic`.

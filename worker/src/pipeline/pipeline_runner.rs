@@ -187,9 +187,10 @@ impl PipelineRunner {
             // would keep a chunk waiting while later changes of its rows were gated, and
             // suppressed, past its G
             if let Some(driver) = snapshot.as_mut() {
-                if driver.chunk_due_in(!rx.is_empty()) == Some(Duration::ZERO) {
+                let backlog = !rx.is_empty();
+                if driver.chunk_due_in(backlog) == Some(Duration::ZERO) {
                     let ready = driver
-                        .read_chunk(&delivered)
+                        .read_chunk(&delivered, backlog)
                         .await
                         .map_err(RunnerExit::failed)?;
                     if ready.is_some() {

@@ -167,6 +167,8 @@ impl PipelineRunner {
         if let Some(driver) = snapshot.as_deref() {
             self.metrics
                 .set_snapshot_suppressed(&self.name, driver.suppressed);
+            self.metrics
+                .set_snapshot_read_ahead(&self.name, driver.read_ahead_counts());
         }
         if let Some(committed) = last_commit_micros {
             // commit-to-acknowledgement lag of the newest transaction of the batch

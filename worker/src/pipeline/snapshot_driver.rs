@@ -7,7 +7,9 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use capstan_connectors::mysql::snapshot::{KeyPart, SnapshotReader, SnapshotTable};
+use capstan_connectors::mysql::snapshot::{
+    Chunk, ChunkPrefetch, KeyPart, SnapshotReader, SnapshotTable,
+};
 use capstan_connectors::mysql::{AssemblerOutput, ValidSourceConfig};
 use capstan_core::change::{Change, Op, Row, SchemaChange, TableId};
 use capstan_core::position::Position;
@@ -51,6 +53,8 @@ pub struct SnapshotDriver {
     chunk_size: Option<u32>,
     /// Each table's chunk size (fixed, or adapting to its read rate and row width).
     sizers: HashMap<TableId, ChunkSizer>,
+    /// The next chunk, read ahead on a second connection while one is published.
+    prefetch: ChunkPrefetch,
     max_rows_per_second: Option<u32>,
     next_read: Instant,
     last_read: Option<Instant>,
@@ -116,6 +120,7 @@ impl SnapshotDriver {
             complete,
             chunk_size,
             sizers: HashMap::new(),
+            prefetch: ChunkPrefetch::new(),
             max_rows_per_second,
             next_read: Instant::now(),
             last_read: None,
@@ -151,18 +156,30 @@ impl SnapshotDriver {
         Ok(())
     }
 
-    /// A chunk of the table's next size, retried on a fresh connection (identity checked
-    /// again) after a transient failure; its size and read time go to the table's sizer.
-    async fn read_with_retry(
-        &mut self,
-        id: &TableId,
-    ) -> Result<capstan_connectors::mysql::snapshot::Chunk, Halt> {
+    /// A chunk of the table's next size: the one read ahead if it is usable at `processed`,
+    /// else read now, retried on a fresh connection (identity checked again) after a
+    /// transient failure. Its size and read time go to the table's sizer.
+    async fn read_with_retry(&mut self, id: &TableId, processed: &Position) -> Result<Chunk, Halt> {
         let (chunk_size, ceiling) = (self.chunk_size, self.max_rows_per_second);
         let sizer = *self
             .sizers
             .entry(id.clone())
             .or_insert_with(|| ChunkSizer::for_config(chunk_size).with_ceiling(ceiling));
         let asked = sizer.next_size();
+        let after = self
+            .tables
+            .get(id)
+            .ok_or("snapshot_table_not_found")?
+            .raw_cursor
+            .clone();
+        if let Some((chunk, elapsed)) = self
+            .prefetch
+            .take(id, after.as_deref(), asked, processed)
+            .await
+        {
+            self.observe(id, asked, &chunk, elapsed, true);
+            return Ok(chunk);
+        }
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -174,19 +191,7 @@ impl SnapshotDriver {
                 .await;
             let err = match result {
                 Ok(chunk) => {
-                    let elapsed = started.elapsed();
-                    if let Some(sizer) = self.sizers.get_mut(id) {
-                        sizer.observe(asked, chunk.rows.len(), chunk.bytes, elapsed);
-                        tracing::debug!(
-                            table = %id,
-                            asked,
-                            rows = chunk.rows.len(),
-                            bytes = chunk.bytes,
-                            elapsed_ms = elapsed.as_secs_f64() * 1000.0,
-                            next = sizer.next_size(),
-                            "snapshot chunk read"
-                        );
-                    }
+                    self.observe(id, asked, &chunk, started.elapsed(), false);
                     return Ok(chunk);
                 }
                 Err(e) => e,
@@ -213,6 +218,32 @@ impl SnapshotDriver {
         }
     }
 
+    /// Reports a chunk's size and read time to its table's sizer.
+    fn observe(&mut self, id: &TableId, asked: u32, chunk: &Chunk, elapsed: Duration, ahead: bool) {
+        if let Some(sizer) = self.sizers.get_mut(id) {
+            sizer.observe(asked, chunk.rows.len(), chunk.bytes, elapsed);
+            tracing::debug!(
+                table = %id,
+                asked,
+                rows = chunk.rows.len(),
+                bytes = chunk.bytes,
+                elapsed_ms = elapsed.as_secs_f64() * 1000.0,
+                read_ahead = ahead,
+                next = sizer.next_size(),
+                "snapshot chunk read"
+            );
+        }
+    }
+
+    /// Chunks read ahead so far: used, stale, wasted.
+    pub fn read_ahead_counts(&self) -> [u64; 3] {
+        [
+            self.prefetch.used,
+            self.prefetch.stale,
+            self.prefetch.wasted,
+        ]
+    }
+
     /// How long until the next chunk should be read: `Some(ZERO)` now, `None` when no chunk
     /// is wanted (one waits for its position, or the snapshot is complete).
     pub fn chunk_due_in(&self, backlog: bool) -> Option<Duration> {
@@ -228,15 +259,18 @@ impl SnapshotDriver {
     }
 
     /// Reads the next chunk (the caller has paused the stream at `processed`, so
-    /// `processed` ⊆ G) and returns it if it may be published at once.
+    /// `processed` ⊆ G; a chunk read ahead is used only if that holds for it) and returns it
+    /// if it may be published at once. Unless the stream has a `backlog` (or a throttle is
+    /// set), the chunk after it is read ahead meanwhile.
     pub async fn read_chunk(
         &mut self,
         processed: &Position,
+        backlog: bool,
     ) -> Result<Option<ReadyChunk<ChunkRows>>, Halt> {
         let Some(id) = self.session.next_table().cloned() else {
             return Ok(None);
         };
-        let chunk = self.read_with_retry(&id).await?;
+        let chunk = self.read_with_retry(&id, processed).await?;
         let run = self.tables.get_mut(&id).ok_or("snapshot_table_not_found")?;
         let raw_end = match chunk.rows.last() {
             Some(row) => Some(run.table.key.key_of(row).map_err(|e| e.code())?),
@@ -254,6 +288,13 @@ impl SnapshotDriver {
         }
         if let Some(held) = chunk.lock_held {
             self.lock_holds.push(held);
+        }
+        if !chunk.last && !backlog && self.max_rows_per_second.is_none() {
+            if let (Some((config, identity)), Some(raw_end)) = (&self.source, &raw_end) {
+                let asked = self.sizers.get(&id).map_or(1, ChunkSizer::next_size);
+                self.prefetch
+                    .start(config, identity, &run.table, raw_end.clone(), asked);
+            }
         }
         let rows = ChunkRows {
             rows: chunk.rows,

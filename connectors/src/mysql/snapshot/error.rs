@@ -142,6 +142,9 @@ pub enum SnapshotError {
         /// The server error code (0 when not a server error).
         code: u16,
     },
+    /// A new query connection reached another server than the stream reads.
+    #[error("snapshot query connection reached another server than the stream")]
+    SourceMismatch,
     /// A column value of a chunk row could not be converted.
     #[error("snapshot value decode failed: {table} column {column}: {reason}")]
     ValueDecodeFailed {
@@ -179,6 +182,7 @@ impl SnapshotError {
             SnapshotError::ChunkReadFailed { .. } => "snapshot_chunk_read_failed",
             SnapshotError::QueryFailed { .. } => "snapshot_query_failed",
             SnapshotError::ValueDecodeFailed { .. } => "snapshot_value_decode_failed",
+            SnapshotError::SourceMismatch => "snapshot_source_mismatch",
         }
     }
 
@@ -225,6 +229,7 @@ mod tests {
         let t = TableId::new("shop", "orders");
         let all = [
             SnapshotError::NoBaseTables,
+            SnapshotError::SourceMismatch,
             SnapshotError::TableNotFound { table: t.clone() },
             SnapshotError::TableNoPrimaryKey { table: t.clone() },
             SnapshotError::PkUnsupportedType {

@@ -28,6 +28,7 @@
 
 mod canary;
 mod chunk;
+mod chunk_prefetch;
 mod error;
 mod key;
 mod pad_space;
@@ -38,6 +39,7 @@ mod table;
 mod weighing;
 
 pub use chunk::{Chunk, PositionCapture, ReaderOptions};
+pub use chunk_prefetch::{ChunkPrefetch, PrefetchBackoff};
 pub use error::SnapshotError;
 pub use key::{KeyColumn, KeyKind, KeyPart, KeyShape};
 pub use reader::SnapshotReader;
