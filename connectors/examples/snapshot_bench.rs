@@ -24,10 +24,10 @@
 //!    capture of every chunk, rows decoded into capstan `Row`s, the next cursor by
 //!    `KeyShape::key_of`), each chunk sized as a pipeline sizes it: by `ChunkSizer` with
 //!    `--chunk-size auto` (the default, as a pipeline without `chunk_size`), or fixed with
-//!    `--chunk-size N`; and, as a pipeline reads them, each chunk after the first read ahead
-//!    (`ChunkPrefetch`, a second connection opened inside the timed loop) while the one before
-//!    is consumed (`--no-read-ahead`: each read when asked for); `open` and `describe` are
-//!    outside the timed loop.
+//!    `--chunk-size N`; and, as a pipeline reads them, on MariaDB each chunk after the first
+//!    read ahead (`ChunkPrefetch`, a second connection opened inside the timed loop) while
+//!    the one before is consumed (`--no-read-ahead`: each read when asked for; MySQL's lock
+//!    capture never reads ahead); `open` and `describe` are outside the timed loop.
 //!
 //! The rows/s figures are medians over the rounds. Every reader connects as the capstan account
 //! over TLS without peer verification, with the reader's session settings (`time_zone`,
@@ -528,7 +528,7 @@ async fn run_capstan(
         };
         sizer.observe(asked, chunk.rows.len(), chunk.bytes, elapsed);
         chunk_times.push(t0.elapsed());
-        if read_ahead && !chunk.last {
+        if read_ahead && reader.reads_ahead() && !chunk.last {
             if let Some(last) = chunk.rows.last() {
                 let next = table.key.key_of(last)?;
                 ahead.start(&config, &identity, &table, next, sizer.next_size());

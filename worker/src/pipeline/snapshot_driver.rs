@@ -260,8 +260,9 @@ impl SnapshotDriver {
 
     /// Reads the next chunk (the caller has paused the stream at `processed`, so
     /// `processed` ⊆ G; a chunk read ahead is used only if that holds for it) and returns it
-    /// if it may be published at once. Unless the stream has a `backlog` (or a throttle is
-    /// set), the chunk after it is read ahead meanwhile.
+    /// if it may be published at once. Unless the stream has a `backlog`, a throttle is set
+    /// or the capture locks (`SnapshotReader::reads_ahead`), the chunk after it is read
+    /// ahead meanwhile.
     pub async fn read_chunk(
         &mut self,
         processed: &Position,
@@ -289,7 +290,11 @@ impl SnapshotDriver {
         if let Some(held) = chunk.lock_held {
             self.lock_holds.push(held);
         }
-        if !chunk.last && !backlog && self.max_rows_per_second.is_none() {
+        if !chunk.last
+            && !backlog
+            && self.max_rows_per_second.is_none()
+            && self.reader.reads_ahead()
+        {
             if let (Some((config, identity)), Some(raw_end)) = (&self.source, &raw_end) {
                 let asked = self.sizers.get(&id).map_or(1, ChunkSizer::next_size);
                 self.prefetch

@@ -149,6 +149,15 @@ impl SnapshotReader {
         self.capture
     }
 
+    /// True when chunks may be read ahead ([`ChunkPrefetch`](super::ChunkPrefetch)): only
+    /// with the lock-free capture. With `LOCK TABLES` a chunk read ahead on a second
+    /// connection competes with the next chunk's lock for the server and the client, and the
+    /// lock's hold, sub-millisecond otherwise, grew to p99 ≈ 4 ms in the benchmark
+    /// (docs/performance.md), for no gain in rows/s on MySQL, where the server is the limit.
+    pub fn reads_ahead(&self) -> bool {
+        self.capture == PositionCapture::BinlogSnapshot
+    }
+
     /// The server's identity: MySQL `@@server_uuid`; MariaDB (which has no server uuid)
     /// `server_id=<@@server_id>,host=<@@hostname>,port=<@@port>`. The binlog source reads
     /// the same at every connect.
