@@ -25,23 +25,10 @@ use capstan_tests::{mariadb, unique_name};
 use mysql_async::prelude::*;
 use serde_json::{json, Value};
 use snapshot_common::*;
-use source_common::SERVER_WIDE;
+use source_common::{rollback_xa_leftovers, SERVER_WIDE};
 
 /// The XID prefix of `source_mariadb_xa.rs`: a run rolls back what an earlier failed run left.
 const XID_PREFIX: &str = "capstan_xa_test";
-
-async fn rollback_leftovers(admin: &mut mysql_async::Conn) {
-    let rows: Vec<mysql_async::Row> = admin.query("XA RECOVER FORMAT='SQL'").await.unwrap();
-    for row in rows {
-        let data: String = row.get(3).unwrap();
-        if data.starts_with(&format!("'{XID_PREFIX}")) {
-            admin
-                .query_drop(format!("XA ROLLBACK {data}"))
-                .await
-                .unwrap();
-        }
-    }
-}
 
 async fn binlog_pos(conn: &mut mysql_async::Conn) -> MariadbGtidPosition {
     let s: String = conn
@@ -81,7 +68,7 @@ async fn exactly_once_owner_kill_with_a_pending_prepare_publishes_nothing_twice(
     let Some(db) = mariadb() else { return };
     let _exclusive = SERVER_WIDE.write().await;
     let mut admin = db.admin_conn().await;
-    rollback_leftovers(&mut admin).await;
+    rollback_xa_leftovers(&mut admin, XID_PREFIX).await;
     let schema = create_schema(&mut admin, "pxa").await;
     admin
         .query_drop(format!(

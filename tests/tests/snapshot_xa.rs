@@ -21,26 +21,12 @@ use capstan_tests::unique_name;
 use mysql_async::prelude::*;
 use serde_json::{json, Value};
 use snapshot_common::*;
-use source_common::SERVER_WIDE;
+use source_common::{rollback_xa_leftovers, SERVER_WIDE};
 
 /// The XID prefix of this binary: a run rolls back what an earlier failed run left.
 const XID_PREFIX: &str = "capstan_snapxa";
 
 const ROWS: u64 = 60;
-
-async fn rollback_leftovers(admin: &mut mysql_async::Conn) {
-    let rows: Vec<mysql_async::Row> = admin.query("XA RECOVER").await.unwrap();
-    for row in rows {
-        let data: Vec<u8> = row.get(3).unwrap();
-        let data = String::from_utf8_lossy(&data).into_owned();
-        if data.starts_with(XID_PREFIX) {
-            admin
-                .query_drop(format!("XA ROLLBACK '{data}'"))
-                .await
-                .unwrap();
-        }
-    }
-}
 
 /// The rows read so far of the snapshot of `table`, from the pipeline's status.
 async fn rows_done(world: &World, name: &str, table: &str) -> u64 {
@@ -64,7 +50,7 @@ async fn chunks_during_a_prepare(flavor: &'static str) {
     let Some(db) = flavor_db(flavor) else { return };
     let _exclusive = SERVER_WIDE.write().await;
     let mut admin = db.admin_conn().await;
-    rollback_leftovers(&mut admin).await;
+    rollback_xa_leftovers(&mut admin, XID_PREFIX).await;
     let schema = create_schema(&mut admin, "sxa").await;
     let values: Vec<String> = (1..=ROWS).map(|i| format!("({i}, 0)")).collect();
     admin

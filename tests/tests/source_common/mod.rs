@@ -408,3 +408,20 @@ pub fn foreign_ca_pem(name: &str) -> String {
     params.distinguished_name.push(DnType::CommonName, name);
     params.self_signed(&key).unwrap().pem()
 }
+
+/// Rolls back the XA prepares an earlier failed run left on the server (their XID starts with
+/// `prefix`): a pending prepare would halt every `xa: refuse` source of later tests.
+pub async fn rollback_xa_leftovers(admin: &mut mysql_async::Conn, prefix: &str) {
+    use mysql_async::prelude::*;
+    let rows: Vec<mysql_async::Row> = admin.query("XA RECOVER").await.unwrap();
+    for row in rows {
+        let data: Vec<u8> = row.get(3).unwrap();
+        let data = String::from_utf8_lossy(&data).into_owned();
+        if data.starts_with(prefix) {
+            admin
+                .query_drop(format!("XA ROLLBACK '{data}'"))
+                .await
+                .unwrap();
+        }
+    }
+}

@@ -84,17 +84,10 @@ impl PipelineRunner {
         }
         for (output, after) in items {
             // a transaction outside the waiting chunk's G: the chunk goes first
-            if let Some(driver) = snapshot.as_deref_mut() {
-                if let Some(chunk) = driver.take_before(&output) {
-                    batch.extend(self.chunk_records(
-                        records,
-                        &chunk,
-                        driver,
-                        &ctx,
-                        &coordinates,
-                    )?);
-                    ready = Some(chunk);
-                }
+            let before = snapshot.as_deref_mut().and_then(|d| d.take_before(&output));
+            if let (Some(chunk), Some(driver)) = (before, snapshot.as_deref()) {
+                batch.extend(self.chunk_records(records, &chunk, driver, &ctx, &coordinates)?);
+                ready = Some(chunk);
             }
             let output = match snapshot.as_deref_mut() {
                 Some(driver) => driver.gate(output).map_err(RunnerExit::failed)?,
@@ -124,17 +117,11 @@ impl PipelineRunner {
                 AssemblerOutput::SchemaChange { .. } | AssemblerOutput::PositionAdvanced { .. } => {
                 }
             }
-            if let Some(driver) = snapshot.as_deref_mut() {
-                if let Some(chunk) = driver.take_ready(&after) {
-                    batch.extend(self.chunk_records(
-                        records,
-                        &chunk,
-                        driver,
-                        &ctx,
-                        &coordinates,
-                    )?);
-                    ready = Some(chunk);
-                }
+            // the chunk whose position this transaction completed
+            let due = snapshot.as_deref_mut().and_then(|d| d.take_ready(&after));
+            if let (Some(chunk), Some(driver)) = (due, snapshot.as_deref()) {
+                batch.extend(self.chunk_records(records, &chunk, driver, &ctx, &coordinates)?);
+                ready = Some(chunk);
             }
         }
         let mut kafka_progress = None;
