@@ -148,10 +148,10 @@ impl SnapshotDriver {
         config: ValidSourceConfig,
         identity: &str,
     ) -> Result<(), Halt> {
-        let ours = self.reader.server_identity().await.map_err(|e| e.code())?;
-        if ours != identity {
-            return Err("snapshot_source_mismatch");
-        }
+        self.reader
+            .check_identity(identity)
+            .await
+            .map_err(|e| e.code())?;
         self.source = Some((config, identity.to_string()));
         Ok(())
     }
@@ -209,10 +209,10 @@ impl SnapshotDriver {
             );
             tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
             if let Ok(mut reader) = SnapshotReader::open(&config).await {
-                let ours = reader.server_identity().await.map_err(|e| e.code())?;
-                if ours != identity {
-                    return Err("snapshot_source_mismatch");
-                }
+                reader
+                    .check_identity(&identity)
+                    .await
+                    .map_err(|e| e.code())?;
                 self.reader = reader;
             }
         }

@@ -132,10 +132,18 @@ impl ChunkPrefetch {
         let task = tokio::spawn(async move {
             let mut reader = match reader {
                 Some(r) => r,
-                None => match open_checked(&config, &identity).await {
-                    Ok(r) => r,
-                    Err(e) => return (None, Err(e)),
-                },
+                None => {
+                    let opened: Result<SnapshotReader, SnapshotError> = async {
+                        let mut r = SnapshotReader::open(&config).await?;
+                        r.check_identity(&identity).await?;
+                        Ok(r)
+                    }
+                    .await;
+                    match opened {
+                        Ok(r) => r,
+                        Err(e) => return (None, Err(e)),
+                    }
+                }
             };
             let started = Instant::now();
             match reader.read_chunk(&t, Some(&cursor), asked).await {
@@ -210,18 +218,6 @@ impl Drop for ChunkPrefetch {
             p.task.abort();
         }
     }
-}
-
-/// A reader on a new connection, refused unless it reaches the server named `identity`.
-async fn open_checked(
-    config: &ValidSourceConfig,
-    identity: &str,
-) -> Result<SnapshotReader, SnapshotError> {
-    let mut reader = SnapshotReader::open(config).await?;
-    if reader.server_identity().await? != identity {
-        return Err(SnapshotError::SourceMismatch);
-    }
-    Ok(reader)
 }
 
 #[cfg(test)]

@@ -158,6 +158,15 @@ impl SnapshotReader {
         self.capture == PositionCapture::BinlogSnapshot
     }
 
+    /// Refuses a connection that reached another server than the one named `identity` (the
+    /// stream's, as [`SnapshotReader::server_identity`] reads it): `SourceMismatch`.
+    pub async fn check_identity(&mut self, identity: &str) -> Result<(), SnapshotError> {
+        if self.server_identity().await? != identity {
+            return Err(SnapshotError::SourceMismatch);
+        }
+        Ok(())
+    }
+
     /// The server's identity: MySQL `@@server_uuid`; MariaDB (which has no server uuid)
     /// `server_id=<@@server_id>,host=<@@hostname>,port=<@@port>`. The binlog source reads
     /// the same at every connect.
