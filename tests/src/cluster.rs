@@ -342,6 +342,14 @@ impl Cluster {
         std::fs::read_to_string(&self.workers[&id].log).unwrap_or_default()
     }
 
+    /// How many times `text` occurs in the logs of every worker of the cluster.
+    pub fn logged(&self, text: &str) -> usize {
+        self.workers
+            .keys()
+            .map(|&id| self.log(id).matches(text).count())
+            .sum()
+    }
+
     /// The last lines of worker `id`'s log, for assertion messages.
     pub fn log_tail(&self, id: u64) -> String {
         let text = std::fs::read_to_string(&self.workers[&id].log).unwrap_or_default();

@@ -25,19 +25,10 @@ use capstan_tests::{mariadb, unique_name};
 use mysql_async::prelude::*;
 use serde_json::{json, Value};
 use snapshot_common::*;
-use source_common::{rollback_xa_leftovers, SERVER_WIDE};
+use source_common::{mariadb_binlog_pos, rollback_xa_leftovers, SERVER_WIDE};
 
 /// The XID prefix of `source_mariadb_xa.rs`: a run rolls back what an earlier failed run left.
 const XID_PREFIX: &str = "capstan_xa_test";
-
-async fn binlog_pos(conn: &mut mysql_async::Conn) -> MariadbGtidPosition {
-    let s: String = conn
-        .query_first("SELECT @@global.gtid_binlog_pos")
-        .await
-        .unwrap()
-        .unwrap();
-    s.parse().unwrap()
-}
 
 /// How many records of the topic carry each `id` (the row image's key).
 fn copies(records: &[capstan_kafka::topic_reader::ConsumedRecord]) -> BTreeMap<i64, usize> {
@@ -110,7 +101,7 @@ async fn exactly_once_owner_kill_with_a_pending_prepare_publishes_nothing_twice(
             .await
             .unwrap();
     }
-    let after = binlog_pos(&mut admin).await;
+    let after = mariadb_binlog_pos(&mut admin).await;
     let records = world
         .read_until(&topic, SETTLE, |r| copies(r).len() >= 3)
         .await;
@@ -171,16 +162,7 @@ async fn exactly_once_owner_kill_with_a_pending_prepare_publishes_nothing_twice(
         "every row once"
     );
     let resumed = world
-        .blocking(|c| {
-            let ids: Vec<u64> = c.workers.keys().copied().collect();
-            ids.iter()
-                .map(|&id| {
-                    c.log(id)
-                        .matches("exactly-once resume point decided")
-                        .count()
-                })
-                .sum::<usize>()
-        })
+        .blocking(|c| c.logged("exactly-once resume point decided"))
         .await;
     assert!(resumed >= 2, "{resumed} exactly-once openings logged");
     world.blocking(move |c| c.spawn(victim)).await;

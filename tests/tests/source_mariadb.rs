@@ -77,15 +77,6 @@ async fn setup(db: &capstan_tests::DbEnv, prefix: &str, ddl: &str) -> (mysql_asy
     (admin, schema)
 }
 
-async fn binlog_pos(conn: &mut mysql_async::Conn) -> MariadbGtidPosition {
-    let text: String = conn
-        .query_first("SELECT @@global.gtid_binlog_pos")
-        .await
-        .unwrap()
-        .unwrap();
-    text.parse().unwrap()
-}
-
 fn text(v: Option<&Value>) -> Vec<u8> {
     match v {
         Some(Value::Text { bytes, .. }) => bytes.clone(),
@@ -273,7 +264,7 @@ async fn ddl_becomes_a_schema_change_and_filtered_transactions_advance() {
         .query_drop("INSERT INTO other VALUES (1)")
         .await
         .unwrap();
-    let after_filtered = binlog_pos(&mut admin).await;
+    let after_filtered = mariadb_binlog_pos(&mut admin).await;
     admin
         .query_drop("INSERT INTO t VALUES (1, 'x')")
         .await
@@ -294,7 +285,7 @@ async fn ddl_becomes_a_schema_change_and_filtered_transactions_advance() {
 async fn wrong_checkpoint_is_source_identity_mismatch() {
     let Some(db) = mariadb() else { return };
     let mut admin = db.admin_conn().await;
-    let pos = binlog_pos(&mut admin).await;
+    let pos = mariadb_binlog_pos(&mut admin).await;
     let mut ahead = MariadbGtidPosition::new();
     for g in pos.iter() {
         ahead.advance(MariadbGtid::new(g.domain, g.server_id, g.seq + 1_000_000));
@@ -427,7 +418,7 @@ async fn purged_binlog_is_a_data_gap() {
     let Some(db) = mariadb() else { return };
     let _exclusive = SERVER_WIDE.write().await;
     let (mut admin, schema) = setup(&db, "src_gap", "CREATE TABLE t (id INT PRIMARY KEY)").await;
-    let checkpoint = binlog_pos(&mut admin).await;
+    let checkpoint = mariadb_binlog_pos(&mut admin).await;
     admin.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
     let gone: String = admin
         .query_first("SELECT @@last_gtid")

@@ -78,15 +78,6 @@ async fn insert(conn: &mut mysql_async::Conn, schema: &str, id: i32) {
         .unwrap();
 }
 
-async fn binlog_pos(conn: &mut mysql_async::Conn) -> MariadbGtidPosition {
-    let s: String = conn
-        .query_first("SELECT @@global.gtid_binlog_pos")
-        .await
-        .unwrap()
-        .unwrap();
-    s.parse().unwrap()
-}
-
 fn ids(t: &Transaction) -> Vec<i64> {
     t.changes
         .iter()
@@ -135,7 +126,7 @@ async fn refuse_halts_at_the_prepare() {
     let err = halt(&mut source).await;
     assert_eq!(err.code(), "unsupported_transaction_shape", "{err}");
     // the position never covered the prepare
-    let after_prepare = binlog_pos(&mut admin).await;
+    let after_prepare = mariadb_binlog_pos(&mut admin).await;
     assert!(!after_prepare.is_subset(maria(source.position())));
     xa.query_drop(format!("XA ROLLBACK '{xid}'")).await.unwrap();
     drop_schema(&mut admin, &schema).await;
@@ -159,7 +150,7 @@ async fn prepare_then_commit_delivers_once_at_the_commit() {
     assert!(maria(source.processed()).contains(&plain_gtid));
     assert!(!maria(source.position()).contains(&plain_gtid));
     xa.query_drop(format!("XA COMMIT '{xid}'")).await.unwrap();
-    let after_commit = binlog_pos(&mut admin).await;
+    let after_commit = mariadb_binlog_pos(&mut admin).await;
     insert(&mut admin, &schema, 11).await;
     let t = next_txn(&mut source, &schema).await;
     assert_eq!(ids(&t), vec![1, 2]);
@@ -185,12 +176,12 @@ async fn prepare_then_rollback_delivers_nothing_and_covers_both_gtids() {
     let _exclusive = SERVER_WIDE.write().await;
     let (mut admin, schema) = setup(&db, "mxa_rollback").await;
     let mut source = start_current(&db, tracking(&schema)).await;
-    let before = binlog_pos(&mut admin).await;
+    let before = mariadb_binlog_pos(&mut admin).await;
     let mut xa = db.admin_conn().await;
     let xid = new_xid();
     prepare(&mut xa, &schema, &xid, &[1]).await;
     xa.query_drop(format!("XA ROLLBACK '{xid}'")).await.unwrap();
-    let after = binlog_pos(&mut admin).await;
+    let after = mariadb_binlog_pos(&mut admin).await;
     insert(&mut admin, &schema, 20).await;
     assert_eq!(ids(&next_txn(&mut source, &schema).await), vec![20]);
     // the prepare's and the rollback's GTIDs (and whatever ran meanwhile) are covered
@@ -216,7 +207,7 @@ async fn a_prepare_older_than_the_source_resolves_rowlessly() {
     xa2.query_drop(format!("XA ROLLBACK '{rolled_back}'"))
         .await
         .unwrap();
-    let after = binlog_pos(&mut admin).await;
+    let after = mariadb_binlog_pos(&mut admin).await;
     insert(&mut admin, &schema, 30).await;
     // no halt, no rows for the resolutions (their rows predate the source's position)
     assert_eq!(ids(&next_txn(&mut source, &schema).await), vec![30]);
@@ -257,7 +248,7 @@ async fn restart_from_the_checkpoint_with_a_pending_prepare_delivers_it_at_the_c
     let _exclusive = SERVER_WIDE.write().await;
     let (mut admin, schema) = setup(&db, "mxa_restart").await;
     let mut first = start_current(&db, tracking(&schema)).await;
-    let before_prepare = binlog_pos(&mut admin).await;
+    let before_prepare = mariadb_binlog_pos(&mut admin).await;
     let mut xa = db.admin_conn().await;
     let xid = new_xid();
     prepare(&mut xa, &schema, &xid, &[1, 2]).await;

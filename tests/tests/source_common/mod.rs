@@ -425,3 +425,16 @@ pub async fn rollback_xa_leftovers(admin: &mut mysql_async::Conn, prefix: &str) 
         }
     }
 }
+
+/// MariaDB's `@@global.gtid_binlog_pos`.
+pub async fn mariadb_binlog_pos(
+    conn: &mut mysql_async::Conn,
+) -> capstan_core::position::MariadbGtidPosition {
+    use mysql_async::prelude::*;
+    let text: String = conn
+        .query_first("SELECT @@global.gtid_binlog_pos")
+        .await
+        .unwrap()
+        .unwrap();
+    text.parse().unwrap()
+}
