@@ -21,11 +21,9 @@ use crate::position::{Flavor, Gtid, Position};
 const SID: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
 const CHUNK: usize = 3;
 
+/// The first `n` binlog entries.
 fn pos(n: usize) -> Position {
-    if n == 0 {
-        return Position::empty(Flavor::Mysql);
-    }
-    Position::parse(Flavor::Mysql, &format!("{SID}:1-{n}")).expect("valid gtid set")
+    pos_of(&(0..n).collect())
 }
 
 /// The set of binlog entries `handed` (entry i is GNO i + 1).
