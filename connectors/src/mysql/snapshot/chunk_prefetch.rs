@@ -204,7 +204,7 @@ impl ChunkPrefetch {
     }
 
     /// Drops whatever is being read ahead (its connection with it).
-    pub fn cancel(&mut self) {
+    fn cancel(&mut self) {
         if let Some(p) = self.pending.take() {
             p.task.abort();
             self.wasted += 1;

@@ -39,7 +39,7 @@ mod table;
 mod weighing;
 
 pub use chunk::{Chunk, PositionCapture, ReaderOptions};
-pub use chunk_prefetch::{ChunkPrefetch, PrefetchBackoff};
+pub use chunk_prefetch::ChunkPrefetch;
 pub use error::SnapshotError;
 pub use key::{KeyColumn, KeyKind, KeyPart, KeyShape};
 pub use reader::SnapshotReader;
