@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # capstan's main job, end to end, on one machine:
-#   a real MySQL 9.x dev server, a Kafka (librdkafka's mock cluster, real protocol), three
+#   a real MySQL 9.x dev server, a real Apache Kafka 4.x broker (KRaft), three
 #   capstan workers forming a Raft cluster, a pipeline created through the REST API, some rows
 #   written on MySQL, and the resulting change events printed by kcat, a Kafka client capstan
 #   did not write.
 #
 #   deploy/quickstart.sh            (needs root: the MySQL dev server runs in a chroot)
 #
-# The workers and Kafka stop when the script ends; the MySQL dev server keeps running
-# (`deploy/dev/services.sh down` stops it). Logs and data go to a temporary directory that the
+# The workers stop when the script ends; the MySQL and Kafka dev services keep running
+# (`deploy/dev/services.sh down` stops them). Logs and data go to a temporary directory that the
 # script names and keeps (CAPSTAN_QUICKSTART_DIR to choose it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 say "installing missing system packages"
 deploy/dev/install-deps.sh
 
-say "starting the MySQL 9.x and MariaDB dev servers"
+say "starting the dev services: MySQL 9.x, MariaDB and Apache Kafka (KRaft)"
 deploy/dev/services.sh up
 eval "$(deploy/dev/services.sh env)"
 
@@ -35,17 +35,14 @@ cleanup() {
   sleep 3
   for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  echo "quickstart: workers and kafka stopped; logs in $dir" >&2
+  echo "quickstart: workers stopped; logs in $dir" >&2
 }
 trap cleanup EXIT
 
-say "starting Kafka (mock cluster, 3 brokers)"
-"$capstan" dev kafka --brokers 3 >"$dir/kafka.addr" 2>"$dir/kafka.log" &
-pids+=($!)
-for _ in $(seq 1 50); do [[ -s $dir/kafka.addr ]] && break; sleep 0.2; done
-bootstrap=$(head -n1 "$dir/kafka.addr")
-[[ -n $bootstrap ]] || { echo "kafka did not start; see $dir/kafka.log" >&2; exit 1; }
-echo "bootstrap servers: $bootstrap"
+bootstrap=$CAPSTAN_KAFKA_BOOTSTRAP
+echo "kafka bootstrap servers: $bootstrap (Apache Kafka $CAPSTAN_KAFKA_VERSION)"
+# the broker keeps its topics across runs: each run writes topics of its own
+prefix=demo$(date +%s)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 declare -A raft api
@@ -92,13 +89,13 @@ say "creating the pipeline with an initial snapshot of the 3 existing rows (thro
 definition=$(jq -n \
   --arg host "$CAPSTAN_MYSQL_HOST" --argjson port "$CAPSTAN_MYSQL_PORT" \
   --arg user "$CAPSTAN_MYSQL_USER" --arg password "$CAPSTAN_MYSQL_PASSWORD" \
-  --arg bootstrap "$bootstrap" --arg table "$schema.items" '{
+  --arg bootstrap "$bootstrap" --arg prefix "$prefix" --arg table "$schema.items" '{
     name: "quickstart",
     source: {host: $host, port: $port, user: $user, password: $password,
              tls: {mode: "verify_none"}, server_id: 7001, flavor: "mysql"},
     tables: {include: [$table]},
     snapshot: {mode: "initial", chunk_size: 2},
-    kafka: {bootstrap_servers: $bootstrap, topic_prefix: "demo"},
+    kafka: {bootstrap_servers: $bootstrap, topic_prefix: $prefix},
     start_position: "current"
   }')
 curl -fsS -X POST -H 'content-type: application/json' -d "$definition" "$url/pipelines" | jq -c .
@@ -119,7 +116,7 @@ DELETE FROM $schema.items WHERE id = 2;
 SQL
 
 say "change events as a Kafka consumer (kcat) sees them: key | value"
-topic=demo.$schema.items
+topic=$prefix.$schema.items
 events=""
 for _ in $(seq 1 50); do
   events=$(kcat -b "$bootstrap" -C -t "$topic" -e -q -f '%k | %s\n' 2>/dev/null || true)

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # capstan dev services: a real MySQL 9.x (Debian sid, in a debootstrap'd chroot) and a real
 # MariaDB (Debian's mariadb-server), each on a private loopback port with the binlog settings
-# capstan depends on.
+# capstan depends on, and real Apache Kafka 4.x brokers (KRaft) from deploy/dev/kafka.sh: a
+# single broker, and a 3-broker cluster (replication factor 3) for the tests that stop a broker.
 #
 #   deploy/dev/services.sh up       start all (idempotent: a running server is left alone)
 #   deploy/dev/services.sh down     stop all and release the chroot's mounts
-#   deploy/dev/services.sh status   say what runs where; exit 1 if either is down
+#   deploy/dev/services.sh status   say what runs where; exit 1 if any is down
 #   deploy/dev/services.sh restart-mysql   stop and start MySQL only (data kept; idempotent)
+#   deploy/dev/services.sh stop-mysql | start-mysql   MySQL only, for source-outage tests
 #   deploy/dev/services.sh env      print the connection settings tests read (eval-able)
-#   deploy/dev/services.sh reset    down, then wipe both data directories
+#   deploy/dev/services.sh reset    down, then wipe every data directory (caches kept)
+#
+# CAPSTAN_KAFKA_CLUSTER=0 makes `up` skip the Kafka cluster (the single broker always starts):
+# it costs ~1 GiB of memory and ~0.1 core while idle, and ~12 s at start. Single brokers and
+# cluster brokers stop and start on their own with deploy/dev/kafka.sh (stop, start,
+# stop-broker N, start-broker N; see there), which `env` names in CAPSTAN_KAFKA_SCRIPT.
 #
 # A third server, the MySQL *twin* (same chroot, its own data directory and server_uuid, on
 # CAPSTAN_MYSQL_TWIN_PORT), is a different server of the same flavour: the tests that prove
@@ -20,6 +27,7 @@
 set -euo pipefail
 
 CACHE=${CAPSTAN_CACHE:-$HOME/.cache/capstan}
+KAFKA_SH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kafka.sh
 CHROOT=$CACHE/mysql-sid-chroot
 RUN=$CACHE/run
 
@@ -145,8 +153,8 @@ mysql_up() {
     --binlog-row-image=FULL --binlog-row-metadata=FULL \
     --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=2 --sync-binlog=0 \
     --max-connections=500 </dev/null >/dev/null 2>&1 &
-  local i
-  for i in $(seq 1 120); do
+  local _
+  for _ in $(seq 1 120); do
     mysql_running && break
     sleep 0.5
   done
@@ -173,11 +181,11 @@ mysql_down() {
     log "stopping mysql"
     mysql_cli -e 'SHUTDOWN' >/dev/null 2>&1 || true
   fi
-  local pid i
+  local pid _
   pid=$(cat "$CHROOT$MYSQL_PID" 2>/dev/null || true)
   if [[ -n $pid ]]; then
-    for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
   fi
   rm -f "$CHROOT$MYSQL_PID" 2>/dev/null || true
   chroot_unmount
@@ -213,8 +221,8 @@ twin_up() {
     --binlog-row-image=FULL --binlog-row-metadata=FULL \
     --innodb-buffer-pool-size=32M --innodb-flush-log-at-trx-commit=2 --sync-binlog=0 \
     --max-connections=100 </dev/null >/dev/null 2>&1 &
-  local i
-  for i in $(seq 1 120); do
+  local _
+  for _ in $(seq 1 120); do
     twin_running && break
     sleep 0.5
   done
@@ -227,11 +235,11 @@ twin_down() {
     log "stopping the mysql twin"
     twin_cli -e 'SHUTDOWN' >/dev/null 2>&1 || true
   fi
-  local pid i
+  local pid _
   pid=$(cat "$CHROOT$TWIN_PID" 2>/dev/null || true)
   if [[ -n $pid ]]; then
-    for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
   fi
   rm -f "$CHROOT$TWIN_PID" 2>/dev/null || true
 }
@@ -271,8 +279,8 @@ mariadb_up() {
     --gtid-strict-mode=ON --ssl-cert="$MARIADB_DATA/capstan-dev-cert.pem" \
     --ssl-key="$MARIADB_DATA/capstan-dev-key.pem" --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=2 \
     --sync-binlog=0 --max-connections=500 </dev/null >/dev/null 2>&1 &
-  local i
-  for i in $(seq 1 120); do
+  local _
+  for _ in $(seq 1 120); do
     mariadb_running && break
     sleep 0.5
   done
@@ -294,6 +302,7 @@ mariadb_certs() {
   need openssl openssl
   local tmp
   tmp=$(mktemp -d)
+  # shellcheck disable=SC2015 # a chain of steps, any failure cleans up and dies
   openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=capstan-dev-mariadb-ca \
     -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
     -keyout "$tmp/ca-key.pem" -out "$tmp/ca.pem" >/dev/null 2>&1 \
@@ -329,11 +338,11 @@ mariadb_down() {
     log "stopping mariadb"
     mariadb_cli -e 'SHUTDOWN' >/dev/null 2>&1 || true
   fi
-  local pid i
+  local pid _
   pid=$(cat "$MARIADB_PID" 2>/dev/null || true)
   if [[ -n $pid ]]; then
-    for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
   fi
   rm -f "$MARIADB_PID"
 }
@@ -357,6 +366,7 @@ status() {
   else
     echo "mysql-twin down"; rc=1
   fi
+  "$KAFKA_SH" status || rc=1
   return $rc
 }
 
@@ -378,6 +388,7 @@ export CAPSTAN_MYSQL_TWIN_PORT=$TWIN_PORT
 export CAPSTAN_MYSQL_CA_FILE=$CHROOT$MYSQL_DATA/ca.pem
 export CAPSTAN_MARIADB_CA_FILE=$MARIADB_CA
 ENV
+  "$KAFKA_SH" env
 }
 
 case "${1:-}" in
@@ -386,12 +397,15 @@ case "${1:-}" in
     mysql_up
     twin_up
     mariadb_up
+    "$KAFKA_SH" up
+    if [[ ${CAPSTAN_KAFKA_CLUSTER:-1} != 0 ]]; then "$KAFKA_SH" up-cluster; fi
     status
     ;;
   down)
     twin_down
     mysql_down
     mariadb_down
+    "$KAFKA_SH" down
     log "all servers stopped"
     ;;
   restart-mysql)
@@ -400,12 +414,22 @@ case "${1:-}" in
     mysql_down
     mysql_up
     ;;
+  stop-mysql)
+    # MySQL only, data kept, until start-mysql: the source-outage tests
+    [[ $(id -u) -eq 0 ]] || die "run as root (chroot and bind mounts need it)"
+    mysql_down
+    ;;
+  start-mysql)
+    [[ $(id -u) -eq 0 ]] || die "run as root (chroot and bind mounts need it)"
+    mysql_up
+    ;;
   status) status ;;
   env) print_env ;;
   reset)
     twin_down
     mysql_down
     mariadb_down
+    "$KAFKA_SH" reset
     rm -rf "${CHROOT:?}$MYSQL_DATA" "${CHROOT:?}$TWIN_DATA" "$MARIADB_DATA"
     log "data directories wiped"
     ;;
