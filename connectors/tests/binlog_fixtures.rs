@@ -19,7 +19,12 @@ use capstan_connectors::mysql::{
 use capstan_core::change::Value;
 
 fn fixtures() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/external");
+    // cargo's runtime CARGO_MANIFEST_DIR first: a binary built in another checkout sharing
+    // the target directory still reads this checkout's fixtures
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let dir = manifest.join("../../shared/testdata/external");
     if dir.is_dir() {
         return Some(dir);
     }

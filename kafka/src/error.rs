@@ -122,6 +122,16 @@ pub enum SinkError {
         /// Which operation.
         operation: &'static str,
     },
+    /// Kafka refused to create a topic capstan writes (`kafka.topics`).
+    #[error("creating topic {topic} failed: kafka {kafka_code}")]
+    TopicCreationFailed {
+        /// The topic.
+        topic: String,
+        /// librdkafka's error code name (`InvalidReplicationFactor`, `PolicyViolation`, …).
+        kafka_code: String,
+        /// True when a later attempt may succeed (a timeout, a controller moving).
+        retriable: bool,
+    },
     /// The committed offsets record of a pipeline cannot be parsed.
     #[error("offsets record of pipeline {pipeline} is unreadable")]
     OffsetsRecordInvalid {
@@ -160,6 +170,7 @@ impl SinkError {
             SinkError::TransactionFailed { .. } => "kafka_transaction_failed",
             SinkError::Client { .. } => "kafka_client_error",
             SinkError::Timeout { .. } => "kafka_timeout",
+            SinkError::TopicCreationFailed { .. } => "kafka_topic_creation_failed",
             SinkError::OffsetsRecordInvalid { .. } => "offsets_record_invalid",
             SinkError::CheckpointsDiverged { .. } => "checkpoints_diverged",
             SinkError::DevCluster { .. } => "dev_cluster_error",
@@ -181,7 +192,8 @@ impl SinkError {
                     Consequence::Retry
                 }
             }
-            SinkError::TransactionFailed { retriable, .. } => {
+            SinkError::TransactionFailed { retriable, .. }
+            | SinkError::TopicCreationFailed { retriable, .. } => {
                 if *retriable {
                     Consequence::Retry
                 } else {

@@ -1,4 +1,8 @@
-//! At-least-once publishing through librdkafka's in-process mock cluster.
+//! At-least-once publishing through librdkafka's in-process mock cluster, for the one thing
+//! a real broker cannot be made to do on demand: answer Produce requests with a chosen
+//! sequence of retriable errors (not leader, timeout, not enough replicas, transport). The
+//! rest of the publishing path is tested on the dev services' real broker
+//! (`publish_real_broker.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -26,29 +30,6 @@ fn reader(cluster: &DevCluster) -> TopicReader {
         Isolation::ReadUncommitted,
         Duration::from_secs(30),
     )
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn published_records_are_consumed_intact() {
-    let cluster = DevCluster::start(3).unwrap();
-    cluster.create_topic("cdc.shop.orders", 3, 3).unwrap();
-    let builder = common::builder("cdc");
-    let records = common::records_of(&builder, &common::insert_tx(1, 1, 20), 4);
-    publisher(&cluster).publish(records.clone()).await.unwrap();
-
-    let consumed = reader(&cluster).read_all("cdc.shop.orders").await.unwrap();
-    assert_eq!(consumed.len(), 20);
-    for r in &consumed {
-        let original = records
-            .iter()
-            .find(|o| o.key == r.key)
-            .expect("every consumed key was published");
-        assert_eq!(r.value, original.value);
-        assert_eq!(r.headers, original.headers);
-    }
-    // Same key, same partition: ids spread over all three partitions.
-    let partitions: BTreeSet<i32> = consumed.iter().map(|r| r.partition).collect();
-    assert!(partitions.len() > 1, "{partitions:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,65 +81,4 @@ async fn injected_broker_errors_are_retried_without_loss_or_duplicates() {
         .map(|(p, _)| p.rsplit(':').next().unwrap().parse().unwrap())
         .collect();
     assert!(gnos.windows(2).all(|w| w[0] <= w[1]), "{gnos:?}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kcat_reads_what_we_published() {
-    let kcat = std::path::Path::new("/usr/bin/kcat");
-    if !kcat.exists() {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("kcat is required in CI (apt-get install kcat)");
-        }
-        eprintln!("skipping: /usr/bin/kcat is not installed");
-        return;
-    }
-    let cluster = DevCluster::start(1).unwrap();
-    cluster.create_topic("cdc.shop.orders", 1, 1).unwrap();
-    let builder = common::builder("cdc");
-    let records = common::records_of(&builder, &common::insert_tx(7, 1, 5), 2);
-    publisher(&cluster).publish(records).await.unwrap();
-
-    let bootstrap = cluster.bootstrap_servers().to_string();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(kcat)
-            .args([
-                "-b",
-                &bootstrap,
-                "-C",
-                "-t",
-                "cdc.shop.orders",
-                "-e",
-                "-J",
-                "-q",
-            ])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "kcat failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(lines.len(), 5);
-    for (i, line) in lines.iter().enumerate() {
-        let key: serde_json::Value = serde_json::from_str(line["key"].as_str().unwrap()).unwrap();
-        assert_eq!(key, serde_json::json!({"id": i as i64 + 1}));
-        let payload: serde_json::Value =
-            serde_json::from_str(line["payload"].as_str().unwrap()).unwrap();
-        assert_eq!(payload["op"], "c");
-        assert_eq!(payload["source"]["gtid"], format!("{}:7", common::UUID));
-        let headers = line["headers"].as_array().unwrap();
-        assert!(
-            headers.iter().any(|h| h == "capstan.pipeline"),
-            "{headers:?}"
-        );
-    }
 }

@@ -1,5 +1,8 @@
-//! Publishing throughput to the in-process mock cluster (ignored by default; run with
+//! Publishing throughput to the dev services' real Kafka (ignored by default; run with
+//! `eval "$(deploy/dev/services.sh env)"` then
 //! `cargo test -p capstan-kafka --release --test publish_throughput -- --ignored --nocapture`).
+//! The three-broker cluster (`CAPSTAN_KAFKA_CLUSTER_BOOTSTRAP`, replication 3, `acks=all`
+//! waits for the in-sync replicas) when it runs, else the single broker (replication 1).
 //! Events are realistic change events of about 500 bytes (envelope + key + headers).
 //!
 //! The same records are also produced with a plain rdkafka `FutureProducer` (same producer
@@ -14,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use capstan_core::position::{Flavor, Position};
 use capstan_kafka::config::SinkConfig;
-use capstan_kafka::dev_cluster::DevCluster;
 use capstan_kafka::exactly_once::{
     Checkpoint, ExactlyOncePublisher, KafkaTransactionalLog, OwnerIdentity, SnapshotProgress,
 };
@@ -58,17 +60,17 @@ fn report(mode: &str, batches: &[Vec<KafkaRecord>], elapsed: Duration) {
     );
 }
 
-fn config(cluster: &DevCluster) -> SinkConfig {
-    let mut c = SinkConfig::new(cluster.bootstrap_servers(), "bench");
+fn config(bootstrap: &str) -> SinkConfig {
+    let mut c = SinkConfig::new(bootstrap, "bench");
     c.delivery_timeout_ms = 30_000;
     c
 }
 
 /// A plain rdkafka producer with capstan's producer properties (idempotent, `acks=all`,
 /// `linger.ms=5`), built without capstan's config or publisher code.
-fn raw_producer(cluster: &DevCluster) -> FutureProducer {
+fn raw_producer(bootstrap: &str) -> FutureProducer {
     ClientConfig::new()
-        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("bootstrap.servers", bootstrap)
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set("max.in.flight.requests.per.connection", "5")
@@ -98,6 +100,23 @@ fn raw_record(r: &KafkaRecord) -> FutureRecord<'_, [u8], [u8]> {
     fr
 }
 
+/// Creates `topic` (an existing one is kept).
+async fn create_topic(bootstrap: &str, topic: &str, partitions: i32, replication: i32) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let spec = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    for r in admin.create_topics([&spec], &options).await.unwrap() {
+        match r {
+            Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((t, e)) => panic!("create {t}: {e:?}"),
+        }
+    }
+}
+
 /// Produces `records` with `send_result` (the local queue is large enough for all of them),
 /// then awaits every delivery.
 async fn raw_send(producer: &FutureProducer, records: &[KafkaRecord]) {
@@ -118,12 +137,25 @@ async fn raw_send(producer: &FutureProducer, records: &[KafkaRecord]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark"]
 async fn throughput_idempotent_and_transactional() {
-    let cluster = DevCluster::start(3).unwrap();
-    cluster.create_topic("bench.shop.orders", 6, 3).unwrap();
-    cluster.create_topic("capstan.offsets", 1, 3).unwrap();
+    let Some(single) = common::real_kafka() else {
+        return;
+    };
+    let (bootstrap, replication) = match std::env::var("CAPSTAN_KAFKA_CLUSTER_BOOTSTRAP") {
+        Ok(b) if !b.is_empty() => (b, 3),
+        _ => (single, 1),
+    };
+    println!("broker(s) {bootstrap}, replication {replication}");
+    create_topic(&bootstrap, "bench.shop.orders", 6, replication).await;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let offsets_topic = format!("capstan.offsets.bench.{nanos}");
+    let transactional_id = format!("capstan-bench-{nanos}");
+    create_topic(&bootstrap, &offsets_topic, 1, replication).await;
     let batches = batches();
 
-    let raw = raw_producer(&cluster);
+    let raw = raw_producer(&bootstrap);
     raw_send(&raw, &batches[0]).await; // warm up
     let all: Vec<KafkaRecord> = batches.iter().flatten().cloned().collect();
     let start = Instant::now();
@@ -145,7 +177,7 @@ async fn throughput_idempotent_and_transactional() {
     drop(raw);
 
     let publisher =
-        KafkaPublisher::new(&config(&cluster).validate(Flavor::Mysql).unwrap().producer).unwrap();
+        KafkaPublisher::new(&config(&bootstrap).validate(Flavor::Mysql).unwrap().producer).unwrap();
     publisher.publish(batches[0].clone()).await.unwrap(); // warm up
     let start = Instant::now();
     for batch in &batches {
@@ -165,7 +197,7 @@ async fn throughput_idempotent_and_transactional() {
         start.elapsed(),
     );
 
-    let checked = config(&cluster).validate(Flavor::Mysql).unwrap();
+    let checked = config(&bootstrap).validate(Flavor::Mysql).unwrap();
     let log = KafkaTransactionalLog::new(checked.producer, 60_000, Duration::from_secs(30));
     let empty = Checkpoint {
         position: Position::empty(Flavor::Mysql),
@@ -175,8 +207,9 @@ async fn throughput_idempotent_and_transactional() {
     let owner = OwnerIdentity {
         pipeline: "bench",
         epoch: 1,
-        transactional_id: "capstan-bench",
-        offsets_topic: "capstan.offsets",
+        transactional_id: &transactional_id,
+        offsets_topic: &offsets_topic,
+        incarnation: None,
     };
     let (mut eos, _) = ExactlyOncePublisher::open(&log, owner, empty)
         .await

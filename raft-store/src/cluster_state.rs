@@ -43,7 +43,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::command::{Command, DesiredState, Epoch, SnapshotTableStatus};
+use crate::command::{Command, DesiredState, Epoch, RunnerState, SnapshotTableStatus};
 use crate::pipeline_record::{Ownership, PipelineRecord, ReportedStatus, TableProgress};
 use crate::response::Response;
 use crate::type_config::NodeId;
@@ -117,12 +117,16 @@ impl ClusterState {
                 self.released.insert(node);
                 Response::Applied
             }
-            Command::CreatePipeline { name, spec } => {
+            Command::CreatePipeline {
+                name,
+                spec,
+                incarnation,
+            } => {
                 if self.pipelines.contains_key(&name) {
                     return Response::PipelineExists;
                 }
                 self.pipelines
-                    .insert(name, PipelineRecord::new(spec, self.max_epoch));
+                    .insert(name, PipelineRecord::new(spec, self.max_epoch, incarnation));
                 Response::Applied
             }
             Command::UpdatePipelineConfig { name, spec } => {
@@ -131,6 +135,7 @@ impl ClusterState {
                 };
                 record.spec = spec;
                 record.generation = record.generation.saturating_add(1);
+                record.halt = None;
                 Response::Applied
             }
             Command::DeletePipeline { name } => match self.pipelines.remove(&name) {
@@ -174,6 +179,7 @@ impl ClusterState {
                 };
                 record.epoch = record.epoch.saturating_add(1);
                 self.max_epoch = self.max_epoch.max(record.epoch);
+                record.halt = None;
                 Response::Restarted {
                     owner: Some(owner),
                     epoch: record.epoch,
@@ -271,20 +277,29 @@ impl ClusterState {
                 epoch,
                 state,
                 reason,
+                detail,
             } => {
                 let (record, node) = match self.owned_record(&pipeline, epoch) {
                     Ok(owned) => owned,
                     Err(rejection) => return rejection,
                 };
-                record.status = Some(ReportedStatus {
+                let report = ReportedStatus {
                     node,
                     epoch,
                     state,
                     reason,
-                });
+                    detail,
+                };
+                if state == RunnerState::Failed {
+                    record.halt = Some(report.clone());
+                }
+                record.status = Some(report);
                 Response::Applied
             }
-            Command::ResetOffsets { pipeline } => {
+            Command::ResetOffsets {
+                pipeline,
+                incarnation,
+            } => {
                 let Some(record) = self.pipelines.get_mut(&pipeline) else {
                     return Response::UnknownPipeline;
                 };
@@ -298,6 +313,8 @@ impl ClusterState {
                 record.snapshot.clear();
                 record.owner = None;
                 record.epoch = record.epoch.saturating_add(1);
+                record.incarnation = incarnation;
+                record.halt = None;
                 self.max_epoch = self.max_epoch.max(record.epoch);
                 Response::Applied
             }

@@ -32,6 +32,12 @@ pub enum Command {
         name: String,
         /// The pipeline definition (opaque here; validated before it is proposed).
         spec: SpecJson,
+        /// A fresh id naming this life of the pipeline (chosen by the proposer), carried by
+        /// every Kafka offsets record it writes, so records of an earlier pipeline of the same
+        /// name (deleted, reset, or of another cluster on the same Kafka) are never resumed
+        /// from. Absent in commands written before it existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        incarnation: Option<String>,
     },
     /// Replace the definition of an existing pipeline; bumps its config generation.
     UpdatePipelineConfig {
@@ -129,14 +135,24 @@ pub enum Command {
         epoch: Epoch,
         /// The runner's state.
         state: RunnerState,
-        /// Why, for failures and pauses (an error message, never a row value or a secret).
+        /// Why, for failures and pauses: a stable code (never a row value or a secret).
         reason: Option<String>,
+        /// What a user needs beside the code, value-free (the Kafka error name, the topic,
+        /// the table, sizes); absent in entries written before it existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
     },
     /// Forget the checkpoint and the snapshot progress; only while the desired state is
     /// `stopped`. Revokes the owner, so a straggling write of the old owner is fenced.
     ResetOffsets {
         /// Pipeline name.
         pipeline: String,
+        /// A fresh id naming the pipeline's life after the reset (chosen by the proposer), carried by
+        /// every Kafka offsets record it writes, so records of an earlier pipeline of the same
+        /// name (deleted, reset, or of another cluster on the same Kafka) are never resumed
+        /// from. Absent in commands written before it existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        incarnation: Option<String>,
     },
     /// A worker renews its liveness lease (see docs/adr/0004-worker-liveness.md). Committing
     /// it proves the worker reached a quorum; the leader watches the renewal counters.
@@ -165,7 +181,7 @@ impl Command {
             | Command::BeginSnapshot { pipeline, .. }
             | Command::CommitSnapshotProgress { pipeline, .. }
             | Command::ReportStatus { pipeline, .. }
-            | Command::ResetOffsets { pipeline } => pipeline,
+            | Command::ResetOffsets { pipeline, .. } => pipeline,
             Command::RenewLease { .. } | Command::ReleaseLease { .. } => return None,
         })
     }
@@ -247,6 +263,9 @@ pub enum RunnerState {
     Stopped,
     /// Stopped by an error; `reason` says which.
     Failed,
+    /// Stopped by a transient fault (broker or server unreachable, a timeout): started again
+    /// after a backoff, by itself; `reason` and `detail` say what it waits for.
+    Retrying,
 }
 
 impl RunnerState {
@@ -259,6 +278,7 @@ impl RunnerState {
             RunnerState::Paused => "paused",
             RunnerState::Stopped => "stopped",
             RunnerState::Failed => "failed",
+            RunnerState::Retrying => "retrying",
         }
     }
 }
@@ -438,7 +458,8 @@ mod tests {
             "{:?}",
             Command::CreatePipeline {
                 name: "p".into(),
-                spec
+                spec,
+                incarnation: None,
             }
         );
         assert!(!shown.contains("hunter2"), "{shown}");

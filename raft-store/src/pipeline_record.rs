@@ -24,10 +24,19 @@ pub struct PipelineRecord {
     pub(crate) processed: Option<Position>,
     pub(crate) snapshot: BTreeMap<String, TableProgress>,
     pub(crate) status: Option<ReportedStatus>,
+    /// The id of this life of the pipeline (its creation or last offsets reset): a Kafka
+    /// offsets record carrying another one is from an earlier life and is ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) incarnation: Option<String>,
+    /// The `failed` report that halted the pipeline, kept across moves and worker restarts
+    /// (the epoch changes, the halt stays) until `RestartPipeline`, `UpdatePipelineConfig` or
+    /// `ResetOffsets` clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) halt: Option<ReportedStatus>,
 }
 
 impl PipelineRecord {
-    pub(crate) fn new(spec: SpecJson, epoch_floor: Epoch) -> Self {
+    pub(crate) fn new(spec: SpecJson, epoch_floor: Epoch, incarnation: Option<String>) -> Self {
         PipelineRecord {
             spec,
             generation: 1,
@@ -38,6 +47,8 @@ impl PipelineRecord {
             processed: None,
             snapshot: BTreeMap::new(),
             status: None,
+            incarnation,
+            halt: None,
         }
     }
 
@@ -75,6 +86,12 @@ impl PipelineRecord {
         })
     }
 
+    /// The id of this life of the pipeline (set at its creation and at every offsets reset):
+    /// a Kafka offsets record carrying another one belongs to an earlier life.
+    pub fn incarnation(&self) -> Option<&str> {
+        self.incarnation.as_deref()
+    }
+
     /// The last committed checkpoint: where a restart resumes.
     pub fn checkpoint(&self) -> Option<&Position> {
         self.checkpoint.as_ref()
@@ -100,6 +117,12 @@ impl PipelineRecord {
     /// The last status the owner reported.
     pub fn status(&self) -> Option<&ReportedStatus> {
         self.status.as_ref()
+    }
+
+    /// The halt in force, if the pipeline halted (fail-closed) and nobody restarted or
+    /// reconfigured it since: no owner starts it, whichever node owns it now.
+    pub fn halt(&self) -> Option<&ReportedStatus> {
+        self.halt.as_ref()
     }
 }
 
@@ -151,6 +174,9 @@ pub struct ReportedStatus {
     pub epoch: Epoch,
     /// What the runner was doing.
     pub state: RunnerState,
-    /// Why, for failures and pauses.
+    /// Why, for failures and pauses: a stable code.
     pub reason: Option<String>,
+    /// The value-free detail beside the code (Kafka error name, topic, table, sizes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }

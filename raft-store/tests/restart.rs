@@ -25,6 +25,7 @@ fn commands(processed: Position, stale: Position) -> Vec<Command> {
         Command::CreatePipeline {
             name: "orders".into(),
             spec: SpecJson::new(serde_json::json!({"source": "db"})),
+            incarnation: None,
         },
         Command::SetDesiredState {
             name: "orders".into(),

@@ -111,6 +111,7 @@ async fn commands_commit_apply_and_survive_a_restart() {
     let created = write(Command::CreatePipeline {
         name: "orders".into(),
         spec: SpecJson::new(serde_json::json!({"source": "db"})),
+        incarnation: None,
     })
     .await;
     assert_eq!(created, Response::Applied);
@@ -127,6 +128,7 @@ async fn commands_commit_apply_and_survive_a_restart() {
         epoch: epoch - 1,
         state: RunnerState::Streaming,
         reason: None,
+        detail: None,
     })
     .await;
     assert_eq!(stale, Response::StaleEpoch { current: epoch });

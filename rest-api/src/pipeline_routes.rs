@@ -37,7 +37,7 @@ pub(crate) async fn create_pipeline(
     Ok((StatusCode::CREATED, Json(view)))
 }
 
-/// One pipeline: its name and definition (password redacted).
+/// One pipeline: its name and definition (secrets redacted).
 #[utoipa::path(get, path = "/pipelines/{name}", tag = "pipelines",
     params(("name" = String, Path, description = "pipeline name")),
     responses(
@@ -50,7 +50,7 @@ pub(crate) async fn pipeline(
     Ok(Json(p.pipeline(&name).await?))
 }
 
-/// The definition alone (password redacted).
+/// The definition alone (secrets redacted).
 #[utoipa::path(get, path = "/pipelines/{name}/config", tag = "pipelines",
     params(("name" = String, Path, description = "pipeline name")),
     responses(

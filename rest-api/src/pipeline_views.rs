@@ -1,5 +1,5 @@
 //! What the API shows about pipelines. Nothing here carries a secret or a row value: the
-//! definition comes with its password redacted, and snapshot progress without key cursors.
+//! definition comes with its secrets redacted, and snapshot progress without key cursors.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -9,7 +9,8 @@ use utoipa::ToSchema;
 pub struct PipelineView {
     /// Pipeline name.
     pub name: String,
-    /// The definition as stored, the source password replaced by `<redacted>`.
+    /// The definition as stored, every secret (the source password, credentials among the
+    /// producer overrides) replaced by `<redacted>`.
     #[schema(value_type = Object)]
     pub config: serde_json::Value,
 }
@@ -26,10 +27,15 @@ pub struct PipelineStatus {
     /// The ownership epoch (fencing token).
     pub epoch: u64,
     /// What the owner reports: `starting`, `snapshotting`, `streaming`, `paused`, `stopped`,
-    /// `failed`; `unassigned` before any report.
+    /// `failed` (halted until restarted or reconfigured), `retrying` (a transient fault: it
+    /// starts again by itself after a backoff); `unassigned` before any report.
     pub state: String,
-    /// Why, for failures (value-free).
+    /// Why, for failures and retries: a stable code (value-free).
     pub reason: Option<String>,
+    /// Beside the code, what a user needs to act, value-free: the Kafka error name, the
+    /// topic, the table, sizes (`kafka delivery failed: MsgTimedOut`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
     /// The committed processed position, in the server's text form.
     pub position: Option<String>,
     /// Commit-to-acknowledgement lag of the newest published transaction, in milliseconds,

@@ -133,9 +133,81 @@ impl DbEnv {
     }
 }
 
+/// The dev services' real Apache Kafka broker (a KRaft controller+broker started by
+/// `deploy/dev/services.sh up`).
+#[derive(Clone, Debug)]
+pub struct KafkaEnv {
+    bootstrap: String,
+}
+
+/// The real broker (`CAPSTAN_KAFKA_BOOTSTRAP`, printed by `deploy/dev/services.sh env`), if
+/// configured.
+pub fn kafka() -> Option<KafkaEnv> {
+    match std::env::var("CAPSTAN_KAFKA_BOOTSTRAP") {
+        Ok(b) if !b.is_empty() => Some(KafkaEnv { bootstrap: b }),
+        _ => skip_or_fail(
+            "CAPSTAN_KAFKA_BOOTSTRAP is not set; run `eval \"$(deploy/dev/services.sh env)\"` after `deploy/dev/services.sh up`",
+        ),
+    }
+}
+
+impl KafkaEnv {
+    /// Its `bootstrap.servers`.
+    pub fn bootstrap_servers(&self) -> &str {
+        &self.bootstrap
+    }
+
+    /// Creates `topic` with `partitions` partitions (an existing one is left as it is).
+    pub fn create_topic(
+        &self,
+        topic: &str,
+        partitions: i32,
+        replication: i32,
+    ) -> Result<(), String> {
+        use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+        use rdkafka::client::DefaultClientContext;
+        let admin: AdminClient<DefaultClientContext> = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .create()
+            .map_err(|e| e.to_string())?;
+        let topic_spec = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
+        let options =
+            AdminOptions::new().operation_timeout(Some(std::time::Duration::from_secs(30)));
+        // on a thread of its own: callers may be inside a tokio runtime
+        let results = std::thread::scope(|s| {
+            s.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                rt.block_on(admin.create_topics(std::iter::once(&topic_spec), &options))
+                    .map_err(|e| e.to_string())
+            })
+            .join()
+            .map_err(|_| "admin thread panicked".to_string())?
+        })?;
+        for r in results {
+            match r {
+                Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((t, code)) => return Err(format!("create {t}: {code:?}")),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// This package's directory in the checkout being tested: cargo's runtime
+/// `CARGO_MANIFEST_DIR` (a test binary built in another checkout that shares the target
+/// directory still looks here), else the one it was compiled in.
+pub fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 /// `../shared/testdata/external` beside the repository, if present (skip or fail otherwise).
 pub fn external_testdata() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/external");
+    let dir = manifest_dir().join("../../shared/testdata/external");
     if dir.is_dir() {
         Some(dir)
     } else {

@@ -1,5 +1,5 @@
 //! Pipeline benchmarks end to end (issue 6), ignored by default. Three real `capstan worker`
-//! processes, the real MySQL 9.x dev server, the librdkafka mock cluster in this process:
+//! processes, the real MySQL 9.x dev server, the dev services' real Kafka broker:
 //!
 //! ```sh
 //! cargo build -p capstan-worker --bin capstan
@@ -8,8 +8,9 @@
 //!
 //! - `bench_throughput`: rows preloaded on MySQL before the pipeline is resumed from the GTID
 //!   set read before the load; rows/s from resume until the Raft checkpoint covers the
-//!   after-load set. Compared in the same run with `BinlogSource` alone over the same range and
-//!   with a plain rdkafka producer sending as many records of the same size.
+//!   after-load set, at-least-once, then again for a second, exactly-once pipeline over the
+//!   same range into topics of its own. Compared in the same run with `BinlogSource` alone over
+//!   the same range and with a plain rdkafka producer sending as many records of the same size.
 //! - `bench_commit_to_consumer_lag`: a paced writer (~10k rows/s); for every record, the
 //!   commit time (`source.ts_ms`) against the time this process's continuously polling
 //!   consumer received it.
@@ -31,7 +32,6 @@ use capstan_connectors::mysql::{
     TableFilter, TlsConfig, TlsMode,
 };
 use capstan_core::position::{GtidSet, Position};
-use capstan_kafka::dev_cluster::DevCluster;
 use capstan_tests::cluster::Cluster;
 use capstan_tests::{mysql, unique_name, DbEnv};
 use mysql_async::prelude::*;
@@ -133,7 +133,13 @@ async fn cluster_with_pipeline(definition: Value) -> Option<(Arc<Mutex<Cluster>>
     Some((cluster, leader))
 }
 
-fn definition(db: &DbEnv, kafka: &DevCluster, name: &str, table: &str, start: Value) -> Value {
+fn definition(
+    db: &DbEnv,
+    kafka: &capstan_tests::KafkaEnv,
+    name: &str,
+    table: &str,
+    start: Value,
+) -> Value {
     json!({
         "name": name,
         "source": {
@@ -163,6 +169,40 @@ fn resume_and_wait_streaming(c: &Cluster, via: u64, name: &str) {
         (v["state"] == "streaming").then_some(())
     })
     .unwrap_or_else(|| panic!("never streaming: {:?}", status(c, via, name)));
+}
+
+/// Resumes pipeline `name` and waits until its Raft checkpoint covers `after`: (seconds from
+/// resume, seconds from resume to streaming, rows published, bytes published) as the owner's
+/// metrics count them.
+async fn run_to(
+    cluster: &Arc<Mutex<Cluster>>,
+    leader: u64,
+    name: &'static str,
+    after: &GtidSet,
+) -> (f64, f64, f64, f64) {
+    let c = cluster.clone();
+    let after = after.clone();
+    tokio::task::spawn_blocking(move || {
+        let c = c.lock().unwrap();
+        let start = Instant::now();
+        resume_and_wait_streaming(&c, leader, name);
+        let streaming = start.elapsed().as_secs_f64();
+        let covered = c.wait_until(Duration::from_secs(1800), |c| {
+            let v = status(c, leader, name)?;
+            if v["state"] == "failed" {
+                panic!("pipeline {name} failed: {}", v["reason"]);
+            }
+            let pos: GtidSet = v["position"].as_str()?.parse().ok()?;
+            after.is_subset(&pos).then(|| v["owner"].as_u64().unwrap())
+        });
+        let owner = covered.expect("checkpoint covers the load");
+        let secs = start.elapsed().as_secs_f64();
+        let published = metric(&c, owner, "capstan_pipeline_rows_total{", name).unwrap_or(0.0);
+        let bytes = metric(&c, owner, "capstan_pipeline_bytes_total{", name).unwrap_or(0.0);
+        (secs, streaming, published, bytes)
+    })
+    .await
+    .unwrap()
 }
 
 /// A metric line's value on worker `id`.
@@ -299,7 +339,7 @@ async fn source_only(db: &DbEnv, schema: &str, before: &GtidSet, after: &GtidSet
 }
 
 /// A plain rdkafka producer (capstan's producer properties: idempotent, acks=all, linger 5 ms)
-/// sending `n` records of `size` bytes to the same mock cluster, all enqueued then awaited.
+/// sending `n` records of `size` bytes to the same broker, all enqueued then awaited.
 async fn raw_produce(bootstrap: &str, n: u64, size: usize) -> f64 {
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -347,7 +387,9 @@ async fn bench_throughput() {
     let Some(db) = mysql() else { return };
     let rows = env_u64("CAPSTAN_BENCH_ROWS", 500_000);
     let per_tx = 1_000;
-    let kafka = DevCluster::start(1).unwrap();
+    let Some(kafka) = capstan_tests::kafka() else {
+        return;
+    };
     let schema = unique_name("bench_tp");
     let mut admin = db.admin_conn().await;
     admin
@@ -391,45 +433,46 @@ async fn bench_throughput() {
     let src_rate = src_rows as f64 / src_secs;
     println!("source only (BinlogSource, debug): {src_rows} rows in {src_secs:.2}s = {src_rate:.0} rows/s");
 
-    // end to end: resume, then until the Raft checkpoint covers the after-load set
-    let c = cluster.clone();
-    let after_c = after.clone();
-    let (secs, owner, resumed_to_streaming) = tokio::task::spawn_blocking(move || {
-        let c = c.lock().unwrap();
-        let start = Instant::now();
-        resume_and_wait_streaming(&c, leader, "tp");
-        let streaming = start.elapsed().as_secs_f64();
-        let covered = c.wait_until(Duration::from_secs(1800), |c| {
-            let v = status(c, leader, "tp")?;
-            if v["state"] == "failed" {
-                panic!("pipeline failed: {}", v["reason"]);
-            }
-            let pos: GtidSet = v["position"].as_str()?.parse().ok()?;
-            after_c
-                .is_subset(&pos)
-                .then(|| v["owner"].as_u64().unwrap())
-        });
-        let owner = covered.expect("checkpoint covers the load");
-        (start.elapsed().as_secs_f64(), owner, streaming)
-    })
-    .await
-    .unwrap();
+    // end to end, at-least-once: resume, then until the Raft checkpoint covers the load
+    let (secs, resumed_to_streaming, published, bytes) =
+        run_to(&cluster, leader, "tp", &after).await;
     let e2e_rate = rows as f64 / secs;
-    let c = cluster.clone();
-    let (published, bytes) = tokio::task::spawn_blocking(move || {
-        let c = c.lock().unwrap();
-        (
-            metric(&c, owner, "capstan_pipeline_rows_total{", "tp").unwrap_or(0.0),
-            metric(&c, owner, "capstan_pipeline_bytes_total{", "tp").unwrap_or(0.0),
-        )
-    })
-    .await
-    .unwrap();
     let avg = (bytes / published.max(1.0)) as usize;
     println!(
-        "end to end (resume -> checkpoint covers the load): {rows} rows in {secs:.2}s = \
-         {e2e_rate:.0} rows/s (resume to streaming {resumed_to_streaming:.2}s); owner \
-         published {published} rows, {avg} bytes/record avg"
+        "end to end at_least_once (resume -> checkpoint covers the load): {rows} rows in \
+         {secs:.2}s = {e2e_rate:.0} rows/s (resume to streaming {resumed_to_streaming:.2}s); \
+         owner published {published} rows, {avg} bytes/record avg"
+    );
+
+    // the same range again, exactly-once, into topics of its own
+    kafka
+        .create_topic(&format!("bencheo.{schema}.t"), PARTITIONS, 1)
+        .unwrap();
+    let mut def = definition(
+        &db,
+        &kafka,
+        "tp_eo",
+        &format!("{schema}.t"),
+        json!({"gtids": before.to_string()}),
+    );
+    def["kafka"]["delivery"] = json!("exactly_once");
+    def["kafka"]["topic_prefix"] = json!("bencheo");
+    let c = cluster.clone();
+    tokio::task::spawn_blocking(move || {
+        let c = c.lock().unwrap();
+        let (s, b) = c
+            .send(leader, Method::POST, "/pipelines", Some(&def))
+            .unwrap();
+        assert_eq!(s, 201, "{b}");
+    })
+    .await
+    .unwrap();
+    let (eo_secs, eo_streaming, eo_published, _) = run_to(&cluster, leader, "tp_eo", &after).await;
+    let eo_rate = rows as f64 / eo_secs;
+    println!(
+        "end to end exactly_once (resume -> checkpoint covers the load): {rows} rows in \
+         {eo_secs:.2}s = {eo_rate:.0} rows/s (resume to streaming {eo_streaming:.2}s); owner \
+         published {eo_published} rows"
     );
 
     // a plain rdkafka producer, same cluster, same record count and size
@@ -437,9 +480,12 @@ async fn bench_throughput() {
     let raw_rate = rows as f64 / raw_secs;
     println!("raw rdkafka produce: {rows} records of ~{avg} bytes in {raw_secs:.2}s = {raw_rate:.0} records/s");
     println!(
-        "ratios: end to end / source only = {:.2}; end to end / raw produce = {:.2}",
+        "ratios: at_least_once / source only = {:.2}; at_least_once / raw produce = {:.2}; \
+         exactly_once / raw produce = {:.2}; exactly_once / at_least_once = {:.2}",
         e2e_rate / src_rate,
-        e2e_rate / raw_rate
+        e2e_rate / raw_rate,
+        eo_rate / raw_rate,
+        eo_rate / e2e_rate
     );
     drop(cluster);
     admin
@@ -454,7 +500,9 @@ async fn bench_commit_to_consumer_lag() {
     let Some(db) = mysql() else { return };
     let secs = env_u64("CAPSTAN_BENCH_LAG_SECS", 20);
     let (rows_per_tx, every) = (100u64, Duration::from_millis(10));
-    let kafka = DevCluster::start(1).unwrap();
+    let Some(kafka) = capstan_tests::kafka() else {
+        return;
+    };
     let schema = unique_name("bench_lag");
     let mut admin = db.admin_conn().await;
     admin
@@ -540,7 +588,9 @@ async fn bench_commit_to_consumer_lag() {
 async fn bench_failover_gap() {
     let Some(db) = mysql() else { return };
     let kills = env_u64("CAPSTAN_BENCH_KILLS", 20);
-    let kafka = DevCluster::start(1).unwrap();
+    let Some(kafka) = capstan_tests::kafka() else {
+        return;
+    };
     let schema = unique_name("bench_fo");
     let mut admin = db.admin_conn().await;
     admin

@@ -1,12 +1,12 @@
 //! Exactly-once across an owner kill while a MariaDB XA prepare is pending (ADR-0008): the
 //! checkpoint stays before the prepare while later transactions are published, and the
 //! processed position committed beside it (Raft and the Kafka offsets record) lets the next
-//! owner skip them. Three workers, the mock Kafka cluster, `xa: track`,
+//! owner skip them. Three workers, the dev services' real Kafka broker, `xa: track`,
 //! `delivery: exactly_once`.
 //!
-//! The mock cluster shows aborted records to every reader (README, ADR-0003), so the test
-//! kills the owner only once the rows before the kill are published *and* their checkpoint
-//! pair is committed to Raft: no transaction is in flight then, and any second copy on the
+//! The test reads `read_uncommitted` (aborted records visible), so it kills the owner only
+//! once the rows before the kill are published *and* their checkpoint pair is committed to
+//! Raft: no transaction is in flight then, and any second copy on the
 //! topic is a re-publish by the new owner, not an aborted leftover.
 //!
 //! Writes an XA PREPARE, which halts every `xa: refuse` source that sees it: the write side of

@@ -3,8 +3,8 @@
 //! to the read rate (at most fourfold growth per chunk), on MariaDB every chunk after the first
 //! is read ahead on a second connection while the one before is published (MySQL's lock
 //! capture does not read ahead), and the topic still holds
-//! every row exactly once, equal to the table. Three real workers, both dev servers, a mock
-//! Kafka.
+//! every row exactly once, equal to the table. Three real workers, both dev servers, the dev
+//! services' real Kafka broker.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

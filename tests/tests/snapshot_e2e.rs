@@ -1,5 +1,5 @@
 //! The cursor-gated initial snapshot (issue #7, ADR-0005) end to end on three real worker
-//! processes against the MySQL 9.x and MariaDB 10.11 dev servers, with a mock Kafka: the
+//! processes against the MySQL 9.x and MariaDB 10.11 dev servers and the real Kafka broker: the
 //! snapshot under concurrent writers (the topic replayed by key equals the table, every row
 //! read exactly once, suppression really happened), edge tables, refusals and drift halts,
 //! and the snapshot scenarios A1, A9, A12, A13 of `../shared/testdata/external/SCENARIOS.md`.

@@ -232,8 +232,8 @@ async fn mariadb_scenario_a4_kill_after_first_rows_exactly_once() {
 /// A4: each of the 21 customers is delivered although the owner is killed right after the
 /// first snapshot rows arrive; then streaming as A1. At-least-once: every row at least
 /// once, a duplicate only as a whole re-published chunk by the next epoch. Exactly-once: the
-/// same on the mock cluster (it shows a killed producer's uncommitted records to every
-/// reader), plus each owner's fenced resume from the committed offsets record.
+/// same as read here, `read_uncommitted` (a killed producer's aborted records stay visible),
+/// plus each owner's fenced resume from the committed offsets record.
 async fn scenario_a4(flavor: &'static str, delivery: &'static str) {
     let Some(db) = flavor_db(flavor) else { return };
     let mut admin = db.admin_conn().await;

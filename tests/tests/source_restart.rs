@@ -15,7 +15,7 @@ use mysql_async::prelude::*;
 use source_common::*;
 
 fn restart_mysql() {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/dev/services.sh");
+    let script = capstan_tests::manifest_dir().join("../deploy/dev/services.sh");
     let status = std::process::Command::new(script)
         .arg("restart-mysql")
         .status()

@@ -55,9 +55,11 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum DevCommand {
-    /// Host librdkafka's mock Kafka cluster (the real Kafka protocol, in memory) for tests and
-    /// the quickstart: prints its bootstrap address on one line and runs until interrupted.
-    /// Not a production broker: it keeps nothing on disk and writes no transaction markers.
+    /// Host librdkafka's mock Kafka cluster (the real Kafka protocol, in memory) for
+    /// protocol-error experiments: prints its bootstrap address on one line and runs until
+    /// interrupted. Lossy: it keeps about 5 MiB per partition and silently drops older
+    /// records beyond that, writes no transaction markers and fences no producer. For a real
+    /// broker use `deploy/dev/services.sh up` (Apache Kafka, KRaft).
     Kafka {
         /// Number of brokers.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=9))]

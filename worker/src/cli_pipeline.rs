@@ -158,6 +158,9 @@ fn status_lines(v: &Value) -> String {
         ),
         format!("position:      {}", text("position")),
     ];
+    if let Some(detail) = v["detail"].as_str() {
+        lines.insert(3, format!("detail:        {detail}"));
+    }
     if let Some(reason) = v["reason"].as_str() {
         lines.insert(3, format!("reason:        {reason}"));
     }

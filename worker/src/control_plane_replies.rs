@@ -1,14 +1,11 @@
 //! How the worker's control plane answers: write errors and Raft rejections as API errors,
-//! and the definition as the API shows it (the source password is write-only).
+//! and the definition as the API shows it (every secret in it is write-only).
 
+use capstan_kafka::config::{is_secret_property, REDACTED};
 use capstan_raft_store::Response;
 use capstan_rest_api::ApiError;
 
 use crate::node::WriteError;
-
-/// The placeholder the API shows instead of the source password; sent back in a config
-/// update, it stands for the stored password.
-const REDACTED: &str = "<redacted>";
 
 /// A failed Raft write: 503 when a retry may succeed (no quorum, leader changing), else 500.
 pub(crate) fn write_error(e: WriteError) -> ApiError {
@@ -37,43 +34,79 @@ pub(crate) fn rejected(name: &str, response: Response) -> Result<(), ApiError> {
     }
 }
 
-/// The definition as the API shows it: the source password is write-only.
+/// Where a definition holds secrets: the source password and every producer override whose
+/// property is a credential ([`is_secret_property`]). Each is a path of object keys, and the
+/// field name an error shows for it.
+fn secret_slots(spec: &serde_json::Value) -> Vec<(Vec<String>, String)> {
+    let mut slots = Vec::new();
+    if spec.pointer("/source/password").is_some() {
+        slots.push((
+            vec!["source".into(), "password".into()],
+            "source.password".to_string(),
+        ));
+    }
+    let overrides = spec
+        .get("kafka")
+        .and_then(|k| k.get("producer_overrides"))
+        .and_then(|o| o.as_object());
+    for key in overrides.into_iter().flat_map(|o| o.keys()) {
+        if is_secret_property(key) {
+            slots.push((
+                vec!["kafka".into(), "producer_overrides".into(), key.clone()],
+                format!("kafka.producer_overrides.{key}"),
+            ));
+        }
+    }
+    slots
+}
+
+fn slot<'a>(spec: &'a serde_json::Value, path: &[String]) -> Option<&'a serde_json::Value> {
+    path.iter().try_fold(spec, |v, k| v.get(k.as_str()))
+}
+
+fn slot_mut<'a>(
+    spec: &'a mut serde_json::Value,
+    path: &[String],
+) -> Option<&'a mut serde_json::Value> {
+    path.iter().try_fold(spec, |v, k| v.get_mut(k.as_str()))
+}
+
+/// The definition as the API shows it: every secret is write-only, shown as `<redacted>`.
 pub(crate) fn redacted(spec: &serde_json::Value) -> serde_json::Value {
     let mut v = spec.clone();
-    if let Some(source) = v.get_mut("source").and_then(|s| s.as_object_mut()) {
-        if source.contains_key("password") {
-            source.insert(
-                "password".into(),
-                serde_json::Value::String(REDACTED.into()),
-            );
+    for (path, _) in secret_slots(spec) {
+        if let Some(value) = slot_mut(&mut v, &path) {
+            *value = serde_json::Value::String(REDACTED.into());
         }
     }
     v
 }
 
-/// A config update that sends the redaction placeholder back as the password keeps the stored
-/// password (so a GET, edit, PUT round trip works without re-typing the secret).
-pub(crate) fn keep_stored_password(
+/// A config update that sends the redaction placeholder back for a secret keeps the stored
+/// secret (so a GET, edit, PUT round trip works without re-typing any of them).
+pub(crate) fn keep_stored_secrets(
     definition: &mut serde_json::Value,
     stored: &serde_json::Value,
 ) -> Result<(), ApiError> {
-    let Some(slot) = definition.pointer_mut("/source/password") else {
-        return Ok(());
-    };
-    if slot.as_str() != Some(REDACTED) {
-        return Ok(());
-    }
-    match stored.pointer("/source/password") {
-        Some(password) => {
-            *slot = password.clone();
-            Ok(())
+    for (path, field) in secret_slots(definition) {
+        let Some(value) = slot_mut(definition, &path) else {
+            continue;
+        };
+        if value.as_str() != Some(REDACTED) {
+            continue;
         }
-        None => Err(ApiError::invalid_field(
-            "invalid_pipeline",
-            "source.password",
-            "`<redacted>` stands for the stored password, and none is stored",
-        )),
+        match slot(stored, &path) {
+            Some(secret) => *value = secret.clone(),
+            None => {
+                return Err(ApiError::invalid_field(
+                    "invalid_pipeline",
+                    &field,
+                    "`<redacted>` stands for the stored secret, and none is stored",
+                ))
+            }
+        }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -85,15 +118,60 @@ mod tests {
     fn the_placeholder_keeps_the_stored_password() {
         let stored = json!({"source": {"password": "s3cret"}});
         let mut def = json!({"source": {"password": REDACTED}});
-        keep_stored_password(&mut def, &stored).unwrap();
+        keep_stored_secrets(&mut def, &stored).unwrap();
         assert_eq!(def["source"]["password"], "s3cret");
         let mut def = json!({"source": {"password": "new"}});
-        keep_stored_password(&mut def, &stored).unwrap();
+        keep_stored_secrets(&mut def, &stored).unwrap();
         assert_eq!(def["source"]["password"], "new");
         let mut def = json!({"source": {"password": REDACTED}});
-        let e = keep_stored_password(&mut def, &json!({"source": {}})).unwrap_err();
+        let e = keep_stored_secrets(&mut def, &json!({"source": {}})).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("source.password"));
         assert_eq!(redacted(&stored)["source"]["password"], REDACTED);
+    }
+
+    #[test]
+    fn kafka_credentials_are_write_only() {
+        let stored = json!({
+            "source": {"password": "s3cret"},
+            "kafka": {"producer_overrides": {
+                "security.protocol": "sasl_plaintext",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "svc",
+                "sasl.password": "kafka-pw",
+                "ssl.key.password": "key-pw",
+                "sasl.oauthbearer.client.secret": "oauth-secret",
+                "linger.ms": "20"
+            }}
+        });
+        let shown = redacted(&stored);
+        let text = shown.to_string();
+        for secret in ["s3cret", "kafka-pw", "key-pw", "oauth-secret"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        let o = &shown["kafka"]["producer_overrides"];
+        assert_eq!(o["sasl.password"], REDACTED);
+        assert_eq!(o["ssl.key.password"], REDACTED);
+        assert_eq!(o["sasl.oauthbearer.client.secret"], REDACTED);
+        assert_eq!(o["sasl.username"], "svc");
+        assert_eq!(o["linger.ms"], "20");
+
+        // the shown definition sent back, one secret changed: the others are kept
+        let mut def = shown.clone();
+        def["kafka"]["producer_overrides"]["ssl.key.password"] = json!("new-key-pw");
+        keep_stored_secrets(&mut def, &stored).unwrap();
+        let o = &def["kafka"]["producer_overrides"];
+        assert_eq!(o["sasl.password"], "kafka-pw");
+        assert_eq!(o["sasl.oauthbearer.client.secret"], "oauth-secret");
+        assert_eq!(o["ssl.key.password"], "new-key-pw");
+        assert_eq!(def["source"]["password"], "s3cret");
+
+        // a placeholder for a secret that was never stored names its field
+        let mut def = json!({"kafka": {"producer_overrides": {"sasl.password": REDACTED}}});
+        let e = keep_stored_secrets(&mut def, &json!({"kafka": {}})).unwrap_err();
+        assert_eq!(
+            e.field.as_deref(),
+            Some("kafka.producer_overrides.sasl.password")
+        );
     }
 
     #[test]

@@ -5,17 +5,22 @@
 //! names such a window in the worker's environment:
 //!
 //! ```text
-//! CAPSTAN_FAULT=<point>@<n>:<marker file>
+//! CAPSTAN_FAULT=<point>@<n>[/stop]:<marker file>
 //! ```
 //!
 //! The `n`-th time this process passes `<point>` it creates `<marker file>` and aborts (no
-//! destructor runs, no buffer is flushed: a crash). The marker is created with `create_new`,
-//! so among the workers of one cluster that share the setting exactly one crashes, once; the
-//! marker is also the test's proof that the crash happened at that point.
+//! destructor runs, no buffer is flushed: a crash). With `/stop` it freezes itself instead
+//! (SIGSTOP to its own pid: every thread stops where it is, as in a long GC pause or a
+//! network cut), and carries on from that very point when the test sends SIGCONT — a zombie
+//! owner resumed mid-transaction. The marker is created with `create_new`, so among the
+//! workers of one cluster that share the setting exactly one crashes, once; the marker is
+//! also the test's proof that the crash happened at that point.
 //!
 //! Release builds compile every point to nothing and never read the variable.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use capstan_kafka::exactly_once::PublishStep;
 use std::sync::OnceLock;
 
 /// A place in the code where a test may inject a crash.
@@ -24,13 +29,32 @@ pub enum FaultPoint {
     /// A batch carrying a snapshot chunk was acknowledged by Kafka; the chunk's `pk_cursor`
     /// is not yet written to Raft (its `delivered_pk` is).
     SnapshotChunkPublished,
+    /// Exactly-once: a batch's rows are acknowledged inside its open Kafka transaction.
+    ExactlyOnceRowsSent,
+    /// Exactly-once: the offsets record is acknowledged too; the transaction is open.
+    ExactlyOnceOffsetsSent,
+    /// Exactly-once: the transaction committed; its checkpoint is not yet in Raft.
+    ExactlyOnceCommitted,
 }
 
 impl FaultPoint {
     fn name(self) -> &'static str {
         match self {
             FaultPoint::SnapshotChunkPublished => "snapshot_chunk_published",
+            FaultPoint::ExactlyOnceRowsSent => "exactly_once_rows_sent",
+            FaultPoint::ExactlyOnceOffsetsSent => "exactly_once_offsets_sent",
+            FaultPoint::ExactlyOnceCommitted => "exactly_once_committed",
         }
+    }
+
+    /// The point after one step of an exactly-once batch (the publisher's step hook).
+    pub fn exactly_once_step(step: PublishStep) {
+        match step {
+            PublishStep::RowsSent => FaultPoint::ExactlyOnceRowsSent,
+            PublishStep::OffsetsSent => FaultPoint::ExactlyOnceOffsetsSent,
+            PublishStep::Committed => FaultPoint::ExactlyOnceCommitted,
+        }
+        .hit()
     }
 
     /// Crashes the process here if the environment asks for it (debug builds only).
@@ -41,21 +65,37 @@ impl FaultPoint {
     }
 }
 
-/// The parsed `CAPSTAN_FAULT`: point name, the hit that crashes, the marker file.
+/// What an armed point does when it is hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    /// `abort()`: a crash.
+    Abort,
+    /// SIGSTOP to the own process: frozen until SIGCONT.
+    Stop,
+}
+
+/// The parsed `CAPSTAN_FAULT`: point name, the hit that fires, what it does, the marker file.
 #[derive(Debug, PartialEq, Eq)]
 struct Armed {
     point: String,
     at: u64,
+    action: Action,
     marker: std::path::PathBuf,
 }
 
 fn parse(spec: &str) -> Option<Armed> {
     let (point, rest) = spec.split_once('@')?;
     let (at, marker) = rest.split_once(':')?;
+    let (at, action) = match at.split_once('/') {
+        None => (at, Action::Abort),
+        Some((at, "stop")) => (at, Action::Stop),
+        Some(_) => return None,
+    };
     let at = at.parse().ok().filter(|n| *n > 0)?;
     (!point.is_empty() && !marker.is_empty()).then(|| Armed {
         point: point.to_string(),
         at,
+        action,
         marker: marker.into(),
     })
 }
@@ -82,9 +122,23 @@ fn armed(point: FaultPoint) {
         .write(true)
         .create_new(true)
         .open(&a.marker);
-    if created.is_ok() {
-        tracing::error!(point = %a.point, "fault injected: aborting");
-        std::process::abort();
+    if created.is_err() {
+        return;
+    }
+    match a.action {
+        Action::Abort => {
+            tracing::error!(point = %a.point, "fault injected: aborting");
+            std::process::abort();
+        }
+        Action::Stop => {
+            tracing::error!(point = %a.point, "fault injected: stopping this process");
+            // `kill` delivers SIGSTOP before it returns; this thread stops as it wakes
+            let stopped = std::process::Command::new("kill")
+                .arg("-STOP")
+                .arg(std::process::id().to_string())
+                .status();
+            tracing::warn!(point = %a.point, ok = stopped.is_ok_and(|s| s.success()), "fault injection: continued after stop");
+        }
     }
 }
 
@@ -99,10 +153,30 @@ mod tests {
             Some(Armed {
                 point: "snapshot_chunk_published".into(),
                 at: 3,
+                action: Action::Abort,
                 marker: "/tmp/x:y".into(),
             })
         );
-        for bad in ["", "p", "p@", "p@0:/m", "p@x:/m", "@1:/m", "p@1:"] {
+        assert_eq!(
+            parse("exactly_once_rows_sent@2/stop:/tmp/m"),
+            Some(Armed {
+                point: "exactly_once_rows_sent".into(),
+                at: 2,
+                action: Action::Stop,
+                marker: "/tmp/m".into(),
+            })
+        );
+        for bad in [
+            "",
+            "p",
+            "p@",
+            "p@0:/m",
+            "p@x:/m",
+            "@1:/m",
+            "p@1:",
+            "p@1/kill:/m",
+            "p@/stop:/m",
+        ] {
             assert_eq!(parse(bad), None, "{bad}");
         }
     }

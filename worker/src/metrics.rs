@@ -27,7 +27,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 /// The runner states a pipeline can report, plus `unassigned` before any report.
-const STATES: [&str; 7] = [
+const STATES: [&str; 8] = [
     "unassigned",
     "starting",
     "snapshotting",
@@ -35,6 +35,7 @@ const STATES: [&str; 7] = [
     "paused",
     "stopped",
     "failed",
+    "retrying",
 ];
 const DESIRED: [&str; 3] = ["running", "paused", "stopped"];
 
@@ -100,6 +101,7 @@ pub struct Metrics {
     checkpoint_present: Family<PipelineLabel, Gauge>,
     checkpoint_age: Family<PipelineLabel, Gauge<f64, AtomicU64>>,
     halts: Family<PipelineLabel, Counter>,
+    retries: Family<PipelineLabel, Counter>,
     rows: Family<PipelineLabel, Counter>,
     transactions: Family<PipelineLabel, Counter>,
     bytes: Family<PipelineLabel, Counter>,
@@ -133,6 +135,7 @@ impl Metrics {
             checkpoint_present: Family::default(),
             checkpoint_age: Family::default(),
             halts: Family::default(),
+            retries: Family::default(),
             rows: Family::default(),
             transactions: Family::default(),
             bytes: Family::default(),
@@ -185,6 +188,11 @@ impl Metrics {
             "pipeline_halts",
             "incarnations that ended failed (fail-closed halts)",
             self.halts.clone(),
+        );
+        r.register(
+            "pipeline_retries",
+            "runs of this node that ended on a transient fault (retried after a backoff)",
+            self.retries.clone(),
         );
         r.register("pipeline_rows", "row changes published", self.rows.clone());
         r.register(
@@ -352,6 +360,7 @@ impl Metrics {
         }
         for f in [
             &self.halts,
+            &self.retries,
             &self.rows,
             &self.transactions,
             &self.bytes,
@@ -359,6 +368,14 @@ impl Metrics {
         ] {
             f.remove(&label);
         }
+    }
+
+    /// The runner's hook: its run ended on a transient fault.
+    pub fn record_retry(&self, pipeline: &str) {
+        let label = PipelineLabel {
+            pipeline: pipeline.to_string(),
+        };
+        self.retries.get_or_create(&label).inc();
     }
 
     /// The runner's hook: a batch was published (acknowledged by Kafka).

@@ -15,7 +15,7 @@ use capstan_rest_api::{
 use openraft::ServerState;
 
 use crate::control_plane_replies::{
-    keep_stored_password, redacted, rejected, unknown_pipeline, write_error,
+    keep_stored_secrets, redacted, rejected, unknown_pipeline, write_error,
 };
 use crate::metrics::{Metrics, RaftView};
 use crate::node::{Node, WriteError};
@@ -51,34 +51,27 @@ impl NodeControlPlane {
         self.node
             .state
             .read(|s| {
-                s.pipeline(name).map(|r| PipelineStatus {
-                    name: name.to_string(),
-                    desired_state: r.desired_state().as_str().to_string(),
-                    owner: r.owner(),
-                    epoch: r.epoch(),
+                s.pipeline(name).map(|r| {
                     // a report of an earlier epoch is history: the new owner has not
-                    // reported yet
-                    state: match (r.owner(), r.status()) {
-                        (_, Some(st)) if st.epoch == r.epoch() => st.state.as_str().to_string(),
-                        (Some(_), _) => "assigned".into(),
-                        (None, _) => "unassigned".into(),
-                    },
-                    reason: r
-                        .status()
-                        .filter(|st| st.epoch == r.epoch())
-                        .and_then(|st| st.reason.clone()),
-                    position: r.checkpoint().map(|p| p.to_string()),
-                    lag_ms: None,
-                    snapshot: r
-                        .snapshot_progress()
-                        .iter()
-                        .map(|(table, progress)| TableOffset {
-                            table: table.clone(),
-                            status: progress.status.as_str().to_string(),
-                            rows_done: progress.rows_done,
-                            rows_estimated: progress.rows_estimated,
-                        })
-                        .collect(),
+                    // reported yet; a halt holds whatever the epoch
+                    let current = r.status().filter(|st| st.epoch == r.epoch());
+                    PipelineStatus {
+                        name: name.to_string(),
+                        desired_state: r.desired_state().as_str().to_string(),
+                        owner: r.owner(),
+                        epoch: r.epoch(),
+                        state: match (r.halt(), r.owner(), current) {
+                            (Some(_), _, _) => "failed".into(),
+                            (None, _, Some(st)) => st.state.as_str().to_string(),
+                            (None, Some(_), None) => "assigned".into(),
+                            (None, None, None) => "unassigned".into(),
+                        },
+                        reason: r.halt().or(current).and_then(|st| st.reason.clone()),
+                        detail: r.halt().or(current).and_then(|st| st.detail.clone()),
+                        position: r.checkpoint().map(|p| p.to_string()),
+                        lag_ms: None,
+                        snapshot: table_offsets(r),
+                    }
                 })
             })
             .ok_or_else(|| unknown_pipeline(name))
@@ -315,6 +308,7 @@ impl ControlPlane for NodeControlPlane {
             .write(Command::CreatePipeline {
                 name: name.clone(),
                 spec: SpecJson::new(definition.clone()),
+                incarnation: Some(uuid::Uuid::new_v4().to_string()),
             })
             .await?;
         rejected(&name, response)?;
@@ -374,7 +368,7 @@ impl ControlPlane for NodeControlPlane {
         mut definition: serde_json::Value,
     ) -> Result<PipelineView, ApiError> {
         let stored = self.stored_spec(name)?;
-        keep_stored_password(&mut definition, &stored)?;
+        keep_stored_secrets(&mut definition, &stored)?;
         let checked = PipelineSpec::from_json(definition.clone())
             .and_then(|spec| spec.validate())
             .map_err(|e| ApiError::bad_request(e.code(), e.to_string()).with_field(e.field))?;
@@ -434,16 +428,7 @@ impl ControlPlane for NodeControlPlane {
                         .processed()
                         .filter(|p| Some(*p) != r.checkpoint())
                         .map(|p| p.to_string()),
-                    snapshot: r
-                        .snapshot_progress()
-                        .iter()
-                        .map(|(table, progress)| TableOffset {
-                            table: table.clone(),
-                            status: progress.status.as_str().to_string(),
-                            rows_done: progress.rows_done,
-                            rows_estimated: progress.rows_estimated,
-                        })
-                        .collect(),
+                    snapshot: table_offsets(r),
                 })
             })
             .ok_or_else(|| unknown_pipeline(name))
@@ -453,6 +438,7 @@ impl ControlPlane for NodeControlPlane {
         let response = self
             .write(Command::ResetOffsets {
                 pipeline: name.to_string(),
+                incarnation: Some(uuid::Uuid::new_v4().to_string()),
             })
             .await?;
         if let Response::NotStopped { desired } = response {
@@ -479,4 +465,17 @@ impl ControlPlane for NodeControlPlane {
             .await?;
         rejected(name, response)
     }
+}
+
+/// A pipeline's snapshot progress per table as the API shows it (key cursors left out).
+fn table_offsets(r: &capstan_raft_store::PipelineRecord) -> Vec<TableOffset> {
+    r.snapshot_progress()
+        .iter()
+        .map(|(table, progress)| TableOffset {
+            table: table.clone(),
+            status: progress.status.as_str().to_string(),
+            rows_done: progress.rows_done,
+            rows_estimated: progress.rows_estimated,
+        })
+        .collect()
 }

@@ -67,6 +67,7 @@ mod tests {
             let r = s.apply(Command::CreatePipeline {
                 name: name.into(),
                 spec: SpecJson::new(serde_json::json!({})),
+                incarnation: None,
             });
             assert!(!matches!(r, Response::PipelineExists));
             s.apply(Command::SetDesiredState {

@@ -13,11 +13,12 @@ pub(crate) fn hex(s: &str) -> Vec<u8> {
 /// go-mysql's `vectors.json` from the shared fixtures (read in place). Absent: skipped with a
 /// message, except under CI (`CI=true`), where a missing fixture is a failure.
 pub(crate) fn go_mysql_vectors() -> Option<serde_json::Value> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/testdata/external/go-mysql/vectors.json"
-    );
-    match std::fs::read_to_string(path) {
+    // cargo's runtime CARGO_MANIFEST_DIR first: a binary built in another checkout sharing
+    // the target directory still reads this checkout's fixtures
+    let dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string());
+    let path = format!("{dir}/../../shared/testdata/external/go-mysql/vectors.json");
+    match std::fs::read_to_string(&path) {
         Ok(text) => Some(serde_json::from_str(&text).unwrap()),
         Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
             panic!("fixture {path} is missing (CI=true)")

@@ -55,6 +55,15 @@ impl ProducerSettings {
             .collect()
     }
 
+    /// The connection and security properties (`security.*`, `sasl.*`, `ssl.*`, `client.*`):
+    /// what every other client of the same cluster (a reader, the admin client) needs too.
+    pub fn connection_properties(&self) -> Vec<(String, String)> {
+        ["security.", "sasl.", "ssl.", "client."]
+            .iter()
+            .flat_map(|prefix| self.properties_with_prefix(prefix))
+            .collect()
+    }
+
     /// An rdkafka `ClientConfig` carrying every property.
     pub fn client_config(&self) -> ClientConfig {
         let mut c = ClientConfig::new();

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use capstan_core::position::Flavor;
 use serde::{Deserialize, Serialize};
 
+use super::producer_overrides::ProducerOverrides;
 use super::producer_settings::{validate_overrides, ProducerSettings};
+use super::topic_settings::TopicSettings;
 use crate::record::{check_topic_name, RecordOptions, TopicTemplate, DEFAULT_TOPIC_TEMPLATE};
 use crate::SinkError;
 
@@ -31,9 +33,6 @@ fn default_true() -> bool {
 }
 fn default_max_in_flight() -> u32 {
     5
-}
-fn default_offsets_topic() -> String {
-    "capstan.offsets".to_string()
 }
 fn default_delivery_timeout_ms() -> u64 {
     300_000
@@ -76,10 +75,14 @@ pub struct SinkConfig {
     /// `transaction_timeout_ms`, the default becomes `transaction_timeout_ms`.
     #[serde(default = "default_delivery_timeout_ms")]
     pub delivery_timeout_ms: u64,
-    /// Exactly-once only: the compacted topic holding each pipeline's offsets record.
-    /// Default `capstan.offsets`.
-    #[serde(default = "default_offsets_topic")]
-    pub offsets_topic: String,
+    /// Exactly-once only: the compacted topic holding the pipeline's offsets record.
+    /// Default `capstan.offsets.<pipeline name>`: a topic only this pipeline's producer
+    /// writes, so no other producer's open transaction can delay its resume. A topic shared
+    /// by several pipelines works too, but a resume then waits (up to that producer's
+    /// transaction timeout) for every transaction a killed owner of another pipeline left
+    /// open on it.
+    #[serde(default)]
+    pub offsets_topic: Option<String>,
     /// Exactly-once only: the broker aborts a transaction left open longer than this, in ms.
     /// Default 60000.
     #[serde(default = "default_transaction_timeout_ms")]
@@ -91,7 +94,11 @@ pub struct SinkConfig {
     /// `security.protocol`). Checked at validation; settings that weaken delivery guarantees
     /// or that capstan owns are refused.
     #[serde(default)]
-    pub producer_overrides: BTreeMap<String, String>,
+    pub producer_overrides: ProducerOverrides,
+    /// Creation of missing topics (partitions, replication, topic config); see
+    /// [`TopicSettings`].
+    #[serde(default)]
+    pub topics: TopicSettings,
 }
 
 /// A checked sink configuration: everything the publisher and the record builder need.
@@ -103,18 +110,28 @@ pub struct CheckedSinkConfig {
     pub delivery: DeliveryMode,
     /// The producer's complete librdkafka properties (without `transactional.id`).
     pub producer: ProducerSettings,
-    /// The offsets topic (exactly-once).
-    pub offsets_topic: String,
+    /// The configured offsets topic (exactly-once); see [`Self::offsets_topic`].
+    offsets_topic: Option<String>,
     /// The `transactional.id` prefix (exactly-once).
     pub transactional_id_prefix: String,
     /// The transaction timeout in ms (exactly-once).
     pub transaction_timeout_ms: u64,
+    /// Creation of missing topics.
+    pub topics: TopicSettings,
 }
 
 impl CheckedSinkConfig {
     /// The `transactional.id` of a pipeline: `<prefix>-<pipeline>`.
     pub fn transactional_id(&self, pipeline: &str) -> String {
         format!("{}-{pipeline}", self.transactional_id_prefix)
+    }
+
+    /// The offsets topic of a pipeline: the configured one, else
+    /// `capstan.offsets.<pipeline>` (a valid topic name for every valid pipeline name).
+    pub fn offsets_topic(&self, pipeline: &str) -> String {
+        self.offsets_topic
+            .clone()
+            .unwrap_or_else(|| format!("capstan.offsets.{pipeline}"))
     }
 }
 
@@ -137,10 +154,11 @@ impl SinkConfig {
             delivery: DeliveryMode::default(),
             max_in_flight: default_max_in_flight(),
             delivery_timeout_ms: default_delivery_timeout_ms(),
-            offsets_topic: default_offsets_topic(),
+            offsets_topic: None,
             transaction_timeout_ms: default_transaction_timeout_ms(),
             transactional_id_prefix: default_transactional_id_prefix(),
-            producer_overrides: BTreeMap::new(),
+            producer_overrides: ProducerOverrides::default(),
+            topics: TopicSettings::default(),
         }
     }
 
@@ -166,7 +184,9 @@ impl SinkConfig {
         if self.delivery_timeout_ms == 0 || self.delivery_timeout_ms > i32::MAX as u64 {
             return Err(invalid("delivery_timeout_ms", "must be 1 to 2147483647"));
         }
-        check_topic_name(&self.offsets_topic).map_err(|r| invalid("offsets_topic", r))?;
+        if let Some(topic) = &self.offsets_topic {
+            check_topic_name(topic).map_err(|r| invalid("offsets_topic", r))?;
+        }
         if self.transaction_timeout_ms < 1000 || self.transaction_timeout_ms > i32::MAX as u64 {
             return Err(invalid(
                 "transaction_timeout_ms",
@@ -202,6 +222,7 @@ impl SinkConfig {
             ));
         }
         validate_overrides(&self.producer_overrides)?;
+        self.topics.validate()?;
         let mut props: BTreeMap<String, String> = [
             ("bootstrap.servers", self.bootstrap_servers.clone()),
             ("enable.idempotence", "true".to_string()),
@@ -216,7 +237,7 @@ impl SinkConfig {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-        for (k, v) in &self.producer_overrides {
+        for (k, v) in self.producer_overrides.iter() {
             props.insert(k.clone(), v.clone());
         }
         let producer = ProducerSettings::from_map(props);
@@ -241,6 +262,7 @@ impl SinkConfig {
             offsets_topic: self.offsets_topic.clone(),
             transactional_id_prefix: self.transactional_id_prefix.clone(),
             transaction_timeout_ms: self.transaction_timeout_ms,
+            topics: self.topics.clone(),
         })
     }
 }
@@ -305,6 +327,12 @@ mod tests {
         c.delivery = DeliveryMode::ExactlyOnce;
         let checked = c.validate(Flavor::Mysql).unwrap();
         assert_eq!(checked.producer.get("message.timeout.ms"), Some("60000"));
+        assert_eq!(checked.offsets_topic("orders"), "capstan.offsets.orders");
+        c.offsets_topic = Some("shared.offsets".into());
+        let checked = c.validate(Flavor::Mysql).unwrap();
+        assert_eq!(checked.offsets_topic("orders"), "shared.offsets");
+        c.offsets_topic = Some("bad topic".into());
+        assert!(c.validate(Flavor::Mysql).is_err());
     }
 
     #[test]

@@ -26,6 +26,11 @@ enum Request {
         errors: Vec<RDKafkaRespErr>,
         reply: mpsc::Sender<Result<(), SinkError>>,
     },
+    TopicError {
+        topic: String,
+        error: RDKafkaRespErr,
+        reply: mpsc::Sender<Result<(), SinkError>>,
+    },
     Stop,
 }
 
@@ -70,6 +75,16 @@ fn serve(
             Request::InjectErrors { api, errors, reply } => {
                 cluster.request_errors(api, &errors);
                 let _ = reply.send(Ok(()));
+            }
+            Request::TopicError {
+                topic,
+                error,
+                reply,
+            } => {
+                let r = cluster
+                    .topic_error(&topic, error)
+                    .map_err(|e| dev_error(format!("topic error {topic}: {e}")));
+                let _ = reply.send(r);
             }
             Request::Stop => break,
         }
@@ -152,6 +167,19 @@ impl DevCluster {
         self.call(|reply| Request::InjectErrors {
             api,
             errors: errors.to_vec(),
+            reply,
+        })
+    }
+}
+
+impl DevCluster {
+    /// Makes metadata answers carry `error` for `topic` (a successful Metadata response whose
+    /// topic entry has an error code: leader not available, not authorised, …), until set to
+    /// `RD_KAFKA_RESP_ERR_NO_ERROR` again.
+    pub fn inject_topic_error(&self, topic: &str, error: RDKafkaRespErr) -> Result<(), SinkError> {
+        self.call(|reply| Request::TopicError {
+            topic: topic.to_string(),
+            error,
             reply,
         })
     }

@@ -45,13 +45,27 @@ use super::transactional_log::{TransactionalLog, TransactionalProducer};
 use crate::record::KafkaRecord;
 use crate::SinkError;
 
+/// A step of one batch's transaction, reported to the hook of
+/// [`ExactlyOncePublisher::with_step_hook`] right after it completed (tests crash there).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PublishStep {
+    /// The batch's rows are acknowledged inside the open transaction.
+    RowsSent,
+    /// The offsets record is acknowledged too; the transaction is not yet committed.
+    OffsetsSent,
+    /// The transaction committed; the caller has not yet recorded it in Raft.
+    Committed,
+}
+
 /// Publishes batches transactionally for one pipeline and one owner epoch.
 pub struct ExactlyOncePublisher<P: TransactionalProducer> {
     producer: P,
     pipeline: String,
     epoch: u64,
     offsets_topic: String,
+    incarnation: Option<String>,
     fenced: bool,
+    step_hook: Option<fn(PublishStep)>,
 }
 
 impl<P: TransactionalProducer> std::fmt::Debug for ExactlyOncePublisher<P> {
@@ -76,6 +90,10 @@ pub struct OwnerIdentity<'a> {
     pub transactional_id: &'a str,
     /// The compacted offsets topic.
     pub offsets_topic: &'a str,
+    /// This life of the pipeline (Raft's incarnation id). Offsets records of another life are
+    /// ignored: a pipeline deleted and created again, reset (`DELETE …/offsets`), or created
+    /// by another cluster on the same Kafka starts over, whatever Kafka still holds.
+    pub incarnation: Option<&'a str>,
 }
 
 impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
@@ -91,8 +109,21 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
         L: TransactionalLog<Producer = P>,
     {
         let producer = log.init_producer(owner.transactional_id).await?;
-        let committed = log.read_committed(owner.offsets_topic).await?;
-        let kafka = OffsetsRecord::latest(owner.pipeline, &committed)?.map(|r| r.checkpoint);
+        let last = log
+            .latest_committed(owner.offsets_topic, owner.pipeline.as_bytes())
+            .await?;
+        let kafka = match OffsetsRecord::parse_latest(owner.pipeline, last.as_ref())? {
+            Some(stale) if stale.incarnation.as_deref() != owner.incarnation => {
+                tracing::info!(
+                    pipeline = %owner.pipeline,
+                    epoch = owner.epoch,
+                    record_epoch = stale.epoch,
+                    "offsets record of an earlier life of the pipeline ignored"
+                );
+                None
+            }
+            record => record.map(|r| r.checkpoint),
+        };
         let plan = ResumePlan::decide(owner.pipeline, kafka, raft)?;
         tracing::info!(
             pipeline = %owner.pipeline,
@@ -107,7 +138,9 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
                 pipeline: owner.pipeline.to_string(),
                 epoch: owner.epoch,
                 offsets_topic: owner.offsets_topic.to_string(),
+                incarnation: owner.incarnation.map(str::to_string),
                 fenced: false,
+                step_hook: None,
             },
             plan,
         ))
@@ -128,6 +161,7 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
             pipeline: self.pipeline.clone(),
             epoch: self.epoch,
             checkpoint: checkpoint.clone(),
+            incarnation: self.incarnation.clone(),
         }
         .to_record(&self.offsets_topic)?;
         let result = self.transaction(records, offsets).await;
@@ -150,10 +184,22 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
         records: &[KafkaRecord],
         offsets: KafkaRecord,
     ) -> Result<(), SinkError> {
+        let hook = self.step_hook.unwrap_or(|_| {});
         self.producer.begin().await?;
         self.producer.send(records).await?;
+        hook(PublishStep::RowsSent);
         self.producer.send(std::slice::from_ref(&offsets)).await?;
-        self.producer.commit().await
+        hook(PublishStep::OffsetsSent);
+        self.producer.commit().await?;
+        hook(PublishStep::Committed);
+        Ok(())
+    }
+
+    /// Calls `hook` after each step of every batch's transaction (the worker's crash
+    /// injection for tests).
+    pub fn with_step_hook(mut self, hook: fn(PublishStep)) -> Self {
+        self.step_hook = Some(hook);
+        self
     }
 
     /// True once a newer owner fenced this publisher.

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,7 +15,7 @@ use rdkafka::producer::{FutureProducer, Producer};
 
 use super::transactional_log::{TransactionalLog, TransactionalProducer};
 use crate::config::ProducerSettings;
-use crate::publisher::{client_error, fatal_code, send_all, transaction_error};
+use crate::publisher::{client_error, fatal_code, send_all, transaction_error, TopicAdminClient};
 use crate::record::KafkaRecord;
 use crate::topic_reader::{ConsumedRecord, Isolation, TopicReader};
 use crate::SinkError;
@@ -25,12 +26,14 @@ pub struct KafkaTransactionalLog {
     settings: ProducerSettings,
     transaction_timeout_ms: u64,
     operation_timeout: Duration,
+    topics: Option<Arc<TopicAdminClient>>,
 }
 
 impl KafkaTransactionalLog {
     /// A log reached with `settings` (checked, without `transactional.id`);
     /// `transaction_timeout_ms` is the broker-side transaction timeout, `operation_timeout`
-    /// bounds each blocking call (init, commit, abort, a read of the offsets topic).
+    /// bounds each blocking call (init, commit, abort); a read of the offsets record may also
+    /// wait out another producer's open transaction (up to `transaction_timeout_ms` more).
     pub fn new(
         settings: ProducerSettings,
         transaction_timeout_ms: u64,
@@ -40,19 +43,31 @@ impl KafkaTransactionalLog {
             settings,
             transaction_timeout_ms,
             operation_timeout,
+            topics: None,
         }
     }
 
-    fn reader(&self) -> TopicReader {
+    /// Creates each missing topic before its first record, the offsets topic (compacted)
+    /// when a producer is initialised.
+    pub fn creating_topics(mut self, topics: Arc<TopicAdminClient>) -> Self {
+        self.topics = Some(topics);
+        self
+    }
+
+    /// A `read_committed` reader with the log's connection and security settings, bounded by
+    /// the operation timeout.
+    pub fn committed_reader(&self) -> TopicReader {
+        self.reader(self.operation_timeout)
+    }
+
+    fn reader(&self, timeout: Duration) -> TopicReader {
         // Connection and security settings apply to the reader too.
-        let passthrough: BTreeMap<String, String> = ["security.", "sasl.", "ssl.", "client."]
-            .iter()
-            .flat_map(|prefix| self.settings.properties_with_prefix(prefix))
-            .collect();
+        let passthrough: BTreeMap<String, String> =
+            self.settings.connection_properties().into_iter().collect();
         TopicReader::new(
             self.settings.get("bootstrap.servers").unwrap_or_default(),
             Isolation::ReadCommitted,
-            self.operation_timeout,
+            timeout,
         )
         .with_properties(passthrough)
     }
@@ -62,6 +77,7 @@ impl KafkaTransactionalLog {
 pub struct KafkaTransactionalProducer {
     producer: FutureProducer,
     timeout: Duration,
+    topics: Option<Arc<TopicAdminClient>>,
 }
 
 impl fmt::Debug for KafkaTransactionalProducer {
@@ -118,16 +134,27 @@ impl TransactionalLog for KafkaTransactionalLog {
             .client_config()
             .create()
             .map_err(|e| client_error(&e))?;
+        if let Some(topics) = &self.topics {
+            topics.ensure_offsets_topic().await?;
+        }
         let p = KafkaTransactionalProducer {
             producer,
             timeout: self.operation_timeout,
+            topics: self.topics.clone(),
         };
         p.blocking(|p, t| p.init_transactions(t)).await?;
         Ok(p)
     }
 
-    async fn read_committed(&self, topic: &str) -> Result<Vec<ConsumedRecord>, SinkError> {
-        self.reader().read_all(topic).await
+    async fn latest_committed(
+        &self,
+        topic: &str,
+        key: &[u8],
+    ) -> Result<Option<ConsumedRecord>, SinkError> {
+        // another producer's transaction open on the topic is waited for: the broker ends it
+        // within the transaction timeout at the latest (an aborted zombie's, say)
+        let wait = Duration::from_millis(self.transaction_timeout_ms) + self.operation_timeout;
+        self.reader(wait).latest_by_key(topic, key).await
     }
 }
 
@@ -138,6 +165,9 @@ impl TransactionalProducer for KafkaTransactionalProducer {
     }
 
     async fn send(&mut self, records: &[KafkaRecord]) -> Result<(), SinkError> {
+        if let Some(topics) = &self.topics {
+            topics.ensure(records).await?;
+        }
         send_all(&self.producer, records).await
     }
 

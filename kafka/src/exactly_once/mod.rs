@@ -16,7 +16,7 @@ mod resume_plan;
 mod transactional_log;
 
 pub use checkpoint::{Checkpoint, SnapshotProgress, TableProgress};
-pub use exactly_once_publisher::{ExactlyOncePublisher, OwnerIdentity};
+pub use exactly_once_publisher::{ExactlyOncePublisher, OwnerIdentity, PublishStep};
 pub use kafka_log::{KafkaTransactionalLog, KafkaTransactionalProducer};
 pub use memory_log::{MemoryProducer, MemoryTransactionalLog};
 pub use offsets_record::{OffsetsRecord, OFFSETS_RECORD_VERSION};

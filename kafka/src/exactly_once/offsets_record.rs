@@ -23,6 +23,10 @@ pub struct OffsetsRecord {
     pub epoch: u64,
     /// The checkpoint covering every row committed with (and before) this record.
     pub checkpoint: Checkpoint,
+    /// The life of the pipeline that wrote it (Raft's incarnation id, new at every creation
+    /// and offsets reset); absent in records of pipelines created before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<String>,
 }
 
 impl OffsetsRecord {
@@ -49,20 +53,13 @@ impl OffsetsRecord {
         })
     }
 
-    /// The last offsets record of `pipeline` among `records` (a whole offsets topic read with
-    /// read_committed, in partition/offset order). A tombstone for the pipeline resets it.
-    pub fn latest(
+    /// The offsets record of `pipeline` in `last`, the newest committed record with its key
+    /// (see `TransactionalLog::latest_committed`). A tombstone, or none, is no record.
+    pub fn parse_latest(
         pipeline: &str,
-        records: &[ConsumedRecord],
+        last: Option<&ConsumedRecord>,
     ) -> Result<Option<OffsetsRecord>, SinkError> {
-        let Some(last) = records
-            .iter()
-            .rev()
-            .find(|r| r.key.as_deref() == Some(pipeline.as_bytes()))
-        else {
-            return Ok(None);
-        };
-        let Some(value) = &last.value else {
+        let Some(value) = last.and_then(|r| r.value.as_ref()) else {
             return Ok(None);
         };
         let invalid = || SinkError::OffsetsRecordInvalid {
@@ -104,22 +101,34 @@ mod tests {
                 processed: None,
                 snapshot: SnapshotProgress::default(),
             },
+            incarnation: Some("i1".into()),
         };
         let a1 = rec("a", "0-1-5");
         let b1 = rec("b", "0-1-9");
         let a2 = rec("a", "0-1-7");
-        let log: Vec<ConsumedRecord> = [&a1, &b1, &a2]
-            .iter()
-            .enumerate()
-            .map(|(i, r)| consumed(&r.to_record("capstan.offsets").unwrap(), i as i64))
-            .collect();
-        assert_eq!(OffsetsRecord::latest("a", &log).unwrap(), Some(a2));
-        assert_eq!(OffsetsRecord::latest("b", &log).unwrap(), Some(b1));
-        assert_eq!(OffsetsRecord::latest("c", &log).unwrap(), None);
-        let mut garbage = log[0].clone();
+        let as_consumed = |r: &OffsetsRecord| consumed(&r.to_record("capstan.offsets").unwrap(), 0);
+        let parse = OffsetsRecord::parse_latest;
+        assert_eq!(
+            parse("a", Some(&as_consumed(&a2))).unwrap(),
+            Some(a2.clone())
+        );
+        assert_eq!(
+            parse("b", Some(&as_consumed(&b1))).unwrap(),
+            Some(b1.clone())
+        );
+        assert_eq!(parse("c", None).unwrap(), None);
+        // another pipeline's record under this key is corrupt, not someone else's history
+        assert_eq!(
+            parse("a", Some(&as_consumed(&b1))).unwrap_err().code(),
+            "offsets_record_invalid"
+        );
+        let mut tombstone = as_consumed(&a1);
+        tombstone.value = None;
+        assert_eq!(parse("a", Some(&tombstone)).unwrap(), None);
+        let mut garbage = as_consumed(&a1);
         garbage.value = Some(b"{".to_vec());
         assert_eq!(
-            OffsetsRecord::latest("a", &[garbage]).unwrap_err().code(),
+            parse("a", Some(&garbage)).unwrap_err().code(),
             "offsets_record_invalid"
         );
     }
@@ -136,7 +145,9 @@ mod tests {
             value: Some(old.to_vec()),
             headers: Vec::new(),
         };
-        let record = OffsetsRecord::latest("a", &[stored]).unwrap().unwrap();
+        let record = OffsetsRecord::parse_latest("a", Some(&stored))
+            .unwrap()
+            .unwrap();
         let five = Position::parse(Flavor::Mariadb, "0-1-5").unwrap();
         assert_eq!(record.checkpoint.processed, None);
         assert_eq!(record.checkpoint.processed(), &five);
@@ -153,7 +164,7 @@ mod tests {
             "{text}"
         );
         assert_eq!(
-            OffsetsRecord::latest("a", &[consumed(&kafka, 1)]).unwrap(),
+            OffsetsRecord::parse_latest("a", Some(&consumed(&kafka, 1))).unwrap(),
             Some(held)
         );
     }

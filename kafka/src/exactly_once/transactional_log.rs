@@ -18,9 +18,18 @@ pub trait TransactionalLog: Send + Sync {
     /// [`SinkError::ProducerFenced`]), and aborts the transaction such a producer left open.
     async fn init_producer(&self, transactional_id: &str) -> Result<Self::Producer, SinkError>;
 
-    /// Every record of `topic` a `read_committed` consumer sees now: records of committed
-    /// transactions below each partition's last stable offset, in partition/offset order.
-    async fn read_committed(&self, topic: &str) -> Result<Vec<ConsumedRecord>, SinkError>;
+    /// The newest committed record of `topic` whose key is `key`, as of the call: every
+    /// partition is read up to the high watermark it had when the call began, so a
+    /// transaction of *another* producer that was open then (it holds the partition's last
+    /// stable offset back) is waited for until it commits, aborts or times out, instead of
+    /// hiding the newer records behind it. Only the newest match is kept (memory: one
+    /// record, whatever the topic holds). A topic that does not exist reads as `None`; any
+    /// other metadata or read error is an error, never "no record".
+    async fn latest_committed(
+        &self,
+        topic: &str,
+        key: &[u8],
+    ) -> Result<Option<ConsumedRecord>, SinkError>;
 }
 
 /// A transactional producer.

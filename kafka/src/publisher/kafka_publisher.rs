@@ -10,6 +10,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -20,6 +21,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 
 use super::kafka_error_map::{client_error, delivery_error};
 use super::publisher::Publisher;
+use super::topic_admin_client::TopicAdminClient;
 use crate::config::ProducerSettings;
 use crate::record::KafkaRecord;
 use crate::SinkError;
@@ -28,6 +30,7 @@ use crate::SinkError;
 #[derive(Clone)]
 pub struct KafkaPublisher {
     producer: FutureProducer,
+    topics: Option<Arc<TopicAdminClient>>,
 }
 
 impl fmt::Debug for KafkaPublisher {
@@ -123,7 +126,16 @@ impl KafkaPublisher {
             .client_config()
             .create()
             .map_err(|e| client_error(&e))?;
-        Ok(KafkaPublisher { producer })
+        Ok(KafkaPublisher {
+            producer,
+            topics: None,
+        })
+    }
+
+    /// Creates each missing topic (with `topics`' settings) before its first record.
+    pub fn creating_topics(mut self, topics: Arc<TopicAdminClient>) -> Self {
+        self.topics = Some(topics);
+        self
     }
 
     /// Waits up to `timeout` for anything still queued (for a clean shutdown).
@@ -135,6 +147,9 @@ impl KafkaPublisher {
 #[async_trait]
 impl Publisher for KafkaPublisher {
     async fn publish(&self, batch: Vec<KafkaRecord>) -> Result<(), SinkError> {
+        if let Some(topics) = &self.topics {
+            topics.ensure(&batch).await?;
+        }
         send_all(&self.producer, &batch).await
     }
 }

@@ -8,6 +8,23 @@ use capstan_core::position::Flavor;
 use capstan_kafka::config::SinkConfig;
 use capstan_kafka::record::{BinlogCoordinates, KafkaRecord, RecordBuilder, RecordContext};
 
+/// The dev services' real Apache Kafka broker (`CAPSTAN_KAFKA_BOOTSTRAP`, printed by
+/// `deploy/dev/services.sh env`); `None` after saying so, or a failure under CI.
+pub fn real_kafka() -> Option<String> {
+    match std::env::var("CAPSTAN_KAFKA_BOOTSTRAP") {
+        Ok(b) if !b.is_empty() => Some(b),
+        _ if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("CAPSTAN_KAFKA_BOOTSTRAP is not set (CI=true: a missing broker is a failure)")
+        }
+        _ => {
+            eprintln!(
+                "skipping: CAPSTAN_KAFKA_BOOTSTRAP is not set; run `deploy/dev/services.sh up`"
+            );
+            None
+        }
+    }
+}
+
 pub const UUID: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
 
 pub fn builder(prefix: &str) -> RecordBuilder {

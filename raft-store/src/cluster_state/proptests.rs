@@ -57,6 +57,7 @@ fn command_about(names: &'static [&'static str]) -> impl Strategy<Value = Comman
         2 => (name(), 0u8..3).prop_map(|(name, v)| Command::CreatePipeline {
             name,
             spec: SpecJson::new(serde_json::json!({ "v": v })),
+            incarnation: Some(format!("life-{v}")),
         }),
         1 => (name(), 0u8..3).prop_map(|(name, v)| Command::UpdatePipelineConfig {
             name,
@@ -100,8 +101,9 @@ fn command_about(names: &'static [&'static str]) -> impl Strategy<Value = Comman
             epoch,
             state: RunnerState::Streaming,
             reason: None,
+            detail: None,
         }),
-        1 => name().prop_map(|pipeline| Command::ResetOffsets { pipeline }),
+        1 => name().prop_map(|pipeline| Command::ResetOffsets { pipeline, incarnation: None }),
         1 => name().prop_map(|name| Command::RestartPipeline { name }),
     ]
 }

@@ -14,6 +14,7 @@ fn create(state: &mut ClusterState, name: &str) {
     let response = state.apply(Command::CreatePipeline {
         name: name.into(),
         spec,
+        incarnation: None,
     });
     assert_eq!(response, Response::Applied);
 }
@@ -42,6 +43,7 @@ fn create_update_delete() {
     let duplicate = state.apply(Command::CreatePipeline {
         name: "orders".into(),
         spec: SpecJson::default(),
+        incarnation: None,
     });
     assert_eq!(duplicate, Response::PipelineExists);
 
@@ -95,9 +97,11 @@ fn unknown_pipeline_is_distinct() {
             epoch: 1,
             state: RunnerState::Streaming,
             reason: None,
+            detail: None,
         },
         Command::ResetOffsets {
             pipeline: "x".into(),
+            incarnation: None,
         },
     ];
     for command in commands {
@@ -147,6 +151,7 @@ fn stale_owner_is_fenced() {
         epoch: 1,
         state: RunnerState::Streaming,
         reason: None,
+        detail: None,
     });
     assert_eq!(status, Response::StaleEpoch { current: 2 });
     assert!(status.is_fenced());
@@ -284,11 +289,68 @@ fn report_status_records_the_owner() {
         epoch: 3,
         state: RunnerState::Failed,
         reason: Some("source unreachable".into()),
+        detail: None,
     });
     assert_eq!(response, Response::Applied);
     let status = state.pipeline("p").unwrap().status().unwrap();
     assert_eq!((status.node, status.epoch), (7, 3));
     assert_eq!(status.state, RunnerState::Failed);
+}
+
+#[test]
+fn a_halt_survives_moves_until_restart_config_update_or_reset() {
+    let mut state = ClusterState::new();
+    create(&mut state, "p");
+    assign(&mut state, "p", 1, 1);
+    let fail = |epoch| Command::ReportStatus {
+        pipeline: "p".into(),
+        epoch,
+        state: RunnerState::Failed,
+        reason: Some("authentication_failed".into()),
+        detail: Some("source: authentication failed".into()),
+    };
+    assert_eq!(state.apply(fail(1)), Response::Applied);
+    // a move: the epoch changes, the halt stays
+    assign(&mut state, "p", 2, 2);
+    let halt = state.pipeline("p").unwrap().halt().unwrap();
+    assert_eq!(
+        (halt.epoch, halt.reason.as_deref(), halt.detail.as_deref()),
+        (
+            1,
+            Some("authentication_failed"),
+            Some("source: authentication failed")
+        )
+    );
+    // a later non-failed report does not clear it; a restart does
+    let streaming = Command::ReportStatus {
+        pipeline: "p".into(),
+        epoch: 2,
+        state: RunnerState::Paused,
+        reason: None,
+        detail: None,
+    };
+    assert_eq!(state.apply(streaming), Response::Applied);
+    assert!(state.pipeline("p").unwrap().halt().is_some());
+    state.apply(Command::RestartPipeline { name: "p".into() });
+    assert!(state.pipeline("p").unwrap().halt().is_none());
+    // a config update clears it
+    assert_eq!(state.apply(fail(3)), Response::Applied);
+    state.apply(Command::UpdatePipelineConfig {
+        name: "p".into(),
+        spec: SpecJson::new(serde_json::json!({"source": "db2"})),
+    });
+    assert!(state.pipeline("p").unwrap().halt().is_none());
+    // and so does an offsets reset
+    assert_eq!(state.apply(fail(3)), Response::Applied);
+    state.apply(Command::SetDesiredState {
+        name: "p".into(),
+        state: DesiredState::Stopped,
+    });
+    state.apply(Command::ResetOffsets {
+        pipeline: "p".into(),
+        incarnation: None,
+    });
+    assert!(state.pipeline("p").unwrap().halt().is_none());
 }
 
 #[test]
@@ -304,6 +366,7 @@ fn reset_offsets_only_when_stopped_and_revokes_the_owner() {
 
     let reset = Command::ResetOffsets {
         pipeline: "p".into(),
+        incarnation: None,
     };
     assert_eq!(
         state.apply(reset.clone()),
@@ -462,6 +525,7 @@ fn a_held_back_checkpoint_is_recorded_with_its_processed_position() {
     });
     let reset = Command::ResetOffsets {
         pipeline: "p".into(),
+        incarnation: None,
     };
     assert_eq!(state.apply(reset), Response::Applied);
     assert_eq!(state.pipeline("p").unwrap().processed(), None);
@@ -559,5 +623,42 @@ fn restart_bumps_the_epoch_on_the_owner_it_finds_when_applied() {
     assert_eq!(
         assign(&mut state, "orders", 3, 5),
         Response::EpochNotIncreasing { current: 5 }
+    );
+}
+
+#[test]
+fn every_life_of_a_pipeline_has_its_own_incarnation() {
+    let mut state = ClusterState::new();
+    let created = state.apply(Command::CreatePipeline {
+        name: "p".into(),
+        spec: SpecJson::default(),
+        incarnation: Some("life-1".into()),
+    });
+    assert_eq!(created, Response::Applied);
+    assert_eq!(state.pipeline("p").unwrap().incarnation(), Some("life-1"));
+    // a reset starts a new life: Kafka offsets records of the old one are ignored
+    let reset = state.apply(Command::ResetOffsets {
+        pipeline: "p".into(),
+        incarnation: Some("life-2".into()),
+    });
+    assert_eq!(reset, Response::Applied);
+    assert_eq!(state.pipeline("p").unwrap().incarnation(), Some("life-2"));
+    // deleted and created again: the proposer's new id
+    state.apply(Command::DeletePipeline { name: "p".into() });
+    state.apply(Command::CreatePipeline {
+        name: "p".into(),
+        spec: SpecJson::default(),
+        incarnation: Some("life-3".into()),
+    });
+    assert_eq!(state.pipeline("p").unwrap().incarnation(), Some("life-3"));
+    // a command from before the field existed reads without one
+    let old: Command =
+        serde_json::from_str(r#"{"command":"reset_offsets","pipeline":"p"}"#).unwrap();
+    assert_eq!(
+        old,
+        Command::ResetOffsets {
+            pipeline: "p".into(),
+            incarnation: None
+        }
     );
 }

@@ -173,6 +173,7 @@ impl ControlPlane for FakePlane {
             epoch: r.epoch,
             state: "unassigned".into(),
             reason: None,
+            detail: None,
             position: r.position.clone(),
             lag_ms: None,
             snapshot: Vec::new(),

@@ -15,6 +15,7 @@ fn state() -> ClusterState {
         s.apply(Command::CreatePipeline {
             name: name.into(),
             spec: SpecJson::new(serde_json::json!({})),
+            incarnation: None,
         });
     }
     s.apply(Command::SetDesiredState {
@@ -109,6 +110,7 @@ fn derived_series_follow_the_state() {
         epoch: 1,
         state: RunnerState::Failed,
         reason: Some("x".into()),
+        detail: None,
     });
     m.observe(&s, raft, t0);
     m.observe(&s, raft, t0);

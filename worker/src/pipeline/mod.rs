@@ -4,6 +4,7 @@
 mod pipeline_runner;
 mod pipeline_spec;
 mod prepared_snapshot;
+mod retry_schedule;
 mod runner_deliver;
 mod runner_exit;
 mod runner_sink;

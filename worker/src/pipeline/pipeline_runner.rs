@@ -90,14 +90,39 @@ impl PipelineRunner {
             exit = self.stream() => exit,
             _ = stop.wait_for(|s| *s) => RunnerExit::Stopped,
         };
-        if let RunnerExit::Failed { code } = &outcome {
-            warn!(pipeline = %self.name, epoch = self.epoch, code = %code, "pipeline halted");
+        // a runner that lost its ownership while it ran (frozen, cut off) is fenced, whatever
+        // error it then met: a deposed owner neither halts nor retries the pipeline
+        let outcome = match outcome {
+            RunnerExit::Failed { .. } | RunnerExit::Retry { .. } if !self.still_owner() => {
+                let code = if self.node.holds_lease() {
+                    "stale_epoch"
+                } else {
+                    "lease_expired"
+                };
+                RunnerExit::Fenced { code: code.into() }
+            }
+            other => other,
+        };
+        let report = match &outcome {
+            RunnerExit::Failed { code, detail } => {
+                warn!(pipeline = %self.name, epoch = self.epoch, code = %code, detail = detail.as_deref().unwrap_or(""), "pipeline halted");
+                Some((RunnerState::Failed, code, detail.clone()))
+            }
+            RunnerExit::Retry { code, detail } => {
+                warn!(pipeline = %self.name, epoch = self.epoch, code = %code, detail = %detail, "transient fault: the pipeline will be retried");
+                self.metrics.record_retry(&self.name);
+                Some((RunnerState::Retrying, code, Some(detail.clone())))
+            }
+            RunnerExit::Stopped | RunnerExit::Fenced { .. } => None,
+        };
+        if let Some((state, code, detail)) = report {
             let _ = self
                 .owner_write(Command::ReportStatus {
                     pipeline: self.name.clone(),
                     epoch: self.epoch,
-                    state: RunnerState::Failed,
+                    state,
                     reason: Some(code.clone()),
+                    detail,
                 })
                 .await;
         }
@@ -136,7 +161,7 @@ impl PipelineRunner {
         };
         let mut source = BinlogSource::start(self.spec.source.clone(), start, assembler)
             .await
-            .map_err(|e| RunnerExit::failed(e.code()))?;
+            .map_err(|e| RunnerExit::from_source(&e))?;
         if let Some(driver) = snapshot.as_mut() {
             // the chunks must come from the server the stream reads
             driver
@@ -234,7 +259,7 @@ impl PipelineRunner {
                                         return Err(RunnerExit::failed("snapshot_data_gap"));
                                     }
                                 }
-                                return Err(RunnerExit::failed(e.code()));
+                                return Err(RunnerExit::from_source(&e));
                             }
                         };
                         rows += change_count(&output);
@@ -291,6 +316,15 @@ impl PipelineRunner {
         }
     }
 
+    /// This node holds its lease and still owns the pipeline at this runner's epoch.
+    fn still_owner(&self) -> bool {
+        self.node.holds_lease()
+            && self.node.state.read(|s| {
+                s.pipeline(&self.name)
+                    .is_some_and(|r| r.owner() == Some(self.node.id) && r.epoch() == self.epoch)
+            })
+    }
+
     pub(super) fn require_lease(&self) -> Step<()> {
         if self.node.holds_lease() {
             Ok(())
@@ -307,6 +341,7 @@ impl PipelineRunner {
             epoch: self.epoch,
             state,
             reason: None,
+            detail: None,
         })
         .await
     }

@@ -9,7 +9,6 @@ use capstan_core::snapshot::ReadyChunk;
 use capstan_kafka::record::{
     BinlogCoordinates, KafkaRecord, RecordBuilder, RecordContext, SnapshotChunk,
 };
-use capstan_kafka::Consequence;
 use capstan_raft_store::Command;
 
 use super::pipeline_runner::{now_ms, PipelineRunner};
@@ -100,7 +99,7 @@ impl PipelineRunner {
                     last_commit_micros = Some(tx.committed_at_micros);
                     let records = records
                         .transaction_records(tx, &coordinates, &ctx)
-                        .map_err(|e| RunnerExit::failed(e.code()))?;
+                        .map_err(|e| RunnerExit::from_sink(&e))?;
                     batch.extend(records);
                 }
                 // a DDL of a captured table (or of a captured table's database) goes to the
@@ -110,7 +109,7 @@ impl PipelineRunner {
                 {
                     let records = records
                         .schema_change_records(change, gtid, &coordinates, &ctx)
-                        .map_err(|e| RunnerExit::failed(e.code()))?;
+                        .map_err(|e| RunnerExit::from_sink(&e))?;
                     batch.extend(records);
                 }
                 // filtered transactions and other DDL only advance the position
@@ -135,12 +134,7 @@ impl PipelineRunner {
         let bytes: u64 = batch.iter().map(|r| r.approximate_size() as u64).sum();
         sink.publish(batch, position, processed, kafka_progress)
             .await
-            .map_err(|e| match e.consequence() {
-                Consequence::Fenced => RunnerExit::Fenced {
-                    code: e.code().to_string(),
-                },
-                _ => RunnerExit::failed(e.code()),
-            })?;
+            .map_err(|e| RunnerExit::from_sink(&e))?;
         self.metrics
             .record_published(&self.name, rows, transactions, bytes);
         if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref_mut()) {
@@ -198,13 +192,13 @@ impl PipelineRunner {
         };
         let mut out = records
             .snapshot_records(&spec, ctx)
-            .map_err(|e| RunnerExit::failed(e.code()))?;
+            .map_err(|e| RunnerExit::from_sink(&e))?;
         if chunk.last {
             let rows = done + chunk.payload.rows.len() as u64;
             out.push(
                 records
                     .snapshot_complete_record(&chunk.table, rows, ctx)
-                    .map_err(|e| RunnerExit::failed(e.code()))?,
+                    .map_err(|e| RunnerExit::from_sink(&e))?,
             );
         }
         Ok(out)

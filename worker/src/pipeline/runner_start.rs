@@ -2,13 +2,15 @@
 //! exactly-once mode, fencing earlier producers and choosing between Kafka's offsets record
 //! and the Raft checkpoint).
 
+use std::sync::Arc;
+
 use capstan_connectors::mysql::{detect_flavor, SourceClient, StartPosition};
 use capstan_core::position::Position;
 use capstan_kafka::config::DeliveryMode;
 use capstan_kafka::exactly_once::{
     Checkpoint, CheckpointSource, ExactlyOncePublisher, KafkaTransactionalLog, OwnerIdentity,
 };
-use capstan_kafka::publisher::KafkaPublisher;
+use capstan_kafka::publisher::{KafkaPublisher, TopicAdminClient};
 use capstan_raft_store::Command;
 use tracing::info;
 
@@ -17,6 +19,7 @@ use super::pipeline_spec::StartAt;
 use super::runner_exit::RunnerExit;
 use super::runner_sink::RunnerSink;
 use super::snapshot_driver::PreparedSnapshot;
+use crate::fault_point::FaultPoint;
 
 type Step<T> = Result<T, RunnerExit>;
 
@@ -26,40 +29,47 @@ impl PipelineRunner {
     /// checkpoint is ahead (bringing Raft up to date when it lags).
     pub(super) async fn open_sink(
         &self,
-        start: StartPosition,
+        (raft_position, raft_processed): (Position, Option<Position>),
         snapshot: Option<&mut PreparedSnapshot>,
     ) -> Step<(RunnerSink, StartPosition)> {
         let sink = &self.spec.sink;
+        let offsets_topic = sink.offsets_topic(&self.name);
+        let topics = if sink.topics.create {
+            let offsets =
+                (sink.delivery == DeliveryMode::ExactlyOnce).then_some(offsets_topic.as_str());
+            let admin = TopicAdminClient::new(
+                &sink.producer,
+                &sink.topics,
+                offsets,
+                EXACTLY_ONCE_OP_TIMEOUT,
+            )
+            .map_err(|e| RunnerExit::from_sink(&e))?;
+            Some(Arc::new(admin))
+        } else {
+            None
+        };
         if sink.delivery == DeliveryMode::AtLeastOnce {
-            let publisher =
-                KafkaPublisher::new(&sink.producer).map_err(|e| RunnerExit::failed(e.code()))?;
+            let mut publisher =
+                KafkaPublisher::new(&sink.producer).map_err(|e| RunnerExit::from_sink(&e))?;
+            if let Some(topics) = topics {
+                publisher = publisher.creating_topics(topics);
+            }
+            let start = StartPosition::resume(raft_position, raft_processed);
             return Ok((RunnerSink::AtLeastOnce(publisher), start));
         }
-        let (raft_position, raft_processed) = match start {
-            StartPosition::Checkpoint(p) => (p, None),
-            StartPosition::Resume {
-                checkpoint,
-                processed,
-            } => (checkpoint, Some(processed)),
-            StartPosition::Current => {
-                let mut client =
-                    SourceClient::open(&self.spec.source, self.spec.source.stream_timeout)
-                        .await
-                        .map_err(|e| RunnerExit::failed(e.code()))?;
-                let executed = client
-                    .positions()
-                    .await
-                    .map_err(|e| RunnerExit::failed(e.code()))?
-                    .executed();
-                (executed, None)
-            }
-        };
-        let log = KafkaTransactionalLog::new(
+        let mut log = KafkaTransactionalLog::new(
             sink.producer.clone(),
             sink.transaction_timeout_ms,
             EXACTLY_ONCE_OP_TIMEOUT,
         );
+        if let Some(topics) = topics {
+            log = log.creating_topics(topics);
+        }
         let transactional_id = sink.transactional_id(&self.name);
+        let incarnation = self.node.state.read(|s| {
+            s.pipeline(&self.name)
+                .and_then(|r| r.incarnation().map(str::to_string))
+        });
         self.require_lease()?;
         let (publisher, plan) = ExactlyOncePublisher::open(
             &log,
@@ -67,7 +77,8 @@ impl PipelineRunner {
                 pipeline: &self.name,
                 epoch: self.epoch,
                 transactional_id: &transactional_id,
-                offsets_topic: &sink.offsets_topic,
+                offsets_topic: &offsets_topic,
+                incarnation: incarnation.as_deref(),
             },
             Checkpoint {
                 position: raft_position,
@@ -79,7 +90,8 @@ impl PipelineRunner {
             },
         )
         .await
-        .map_err(|e| RunnerExit::failed(e.code()))?;
+        .map_err(|e| RunnerExit::from_sink(&e))?;
+        let publisher = publisher.with_step_hook(FaultPoint::exactly_once_step);
         info!(
             pipeline = %self.name,
             epoch = self.epoch,
@@ -121,26 +133,54 @@ impl PipelineRunner {
     }
 
     /// Where the dump starts: the replicated checkpoint (with the processed position beside
-    /// it, which the source skips by: ADR-0008), else what the definition asks for.
-    pub(super) async fn start_position(&self) -> Step<StartPosition> {
+    /// it, which the source skips by: ADR-0008), else what the definition asks for, resolved
+    /// once.
+    ///
+    /// A pipeline without a checkpoint resolves its `start_position` here (`current`: the
+    /// server's executed position now; `checkpoint`: the empty position, all retained history;
+    /// an explicit position as given) and commits the result to Raft, epoch-fenced, before the
+    /// first dump. Every later start (a pause and resume, a failover, a restart, a config
+    /// update, a cluster restart) resumes from that commit. Resolving `current` again at each
+    /// start would begin at a later "now" and skip what was written in between.
+    pub(super) async fn start_position(&self) -> Step<(Position, Option<Position>)> {
         let checkpoint = self.node.state.read(|s| {
             s.pipeline(&self.name)
                 .and_then(|r| Some((r.checkpoint()?.clone(), r.processed().cloned())))
         });
-        if let Some((position, processed)) = checkpoint {
-            return Ok(StartPosition::resume(position, processed));
+        if let Some(pair) = checkpoint {
+            return Ok(pair);
         }
-        Ok(match &self.spec.start {
-            StartAt::Current => StartPosition::Current,
-            StartAt::Position(p) => StartPosition::Checkpoint(p.clone()),
-            StartAt::Checkpoint => {
-                // empty checkpoint: all retained history, in the server's flavour
-                let client = SourceClient::open(&self.spec.source, self.spec.source.stream_timeout)
-                    .await
-                    .map_err(|e| RunnerExit::failed(e.code()))?;
-                let flavor = detect_flavor(client.server_version());
-                StartPosition::Checkpoint(Position::empty(flavor))
+        let position = match &self.spec.start {
+            StartAt::Position(p) => p.clone(),
+            StartAt::Current | StartAt::Checkpoint => {
+                let mut client =
+                    SourceClient::open(&self.spec.source, self.spec.source.stream_timeout)
+                        .await
+                        .map_err(|e| RunnerExit::from_source(&e))?;
+                if self.spec.start == StartAt::Current {
+                    client
+                        .positions()
+                        .await
+                        .map_err(|e| RunnerExit::from_source(&e))?
+                        .executed()
+                } else {
+                    Position::empty(detect_flavor(client.server_version()))
+                }
             }
+        };
+        self.owner_write(Command::CommitCheckpoint {
+            pipeline: self.name.clone(),
+            epoch: self.epoch,
+            position: position.clone(),
+            processed: None,
         })
+        .await?;
+        info!(
+            pipeline = %self.name,
+            epoch = self.epoch,
+            position = %position,
+            "start position resolved and committed"
+        );
+        Ok((position, None))
     }
 }

@@ -3,12 +3,15 @@
 //! state is `running` and the node holds its lease; none otherwise. Re-evaluated every
 //! [`EVERY`], so pause, resume, stop and moves take effect within a second.
 //!
-//! A runner that halted stays halted for its (epoch, generation): fail-closed. A restart
-//! (which bumps the epoch) or a config change starts a new incarnation.
+//! A runner that halted stays halted: fail-closed. The halt is kept in Raft
+//! (`PipelineRecord::halt`), so it holds on whichever node owns the pipeline after a move or
+//! a worker restart, until a restart or a config change (or an offsets reset) clears it. A runner that ended
+//! on a transient fault ([`RunnerExit::Retry`]) is started again from the checkpoint after a
+//! capped exponential backoff ([`RetrySchedule`]); meanwhile its status says `retrying`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use capstan_raft_store::{Command, DesiredState, Epoch, RunnerState};
 use tokio::sync::watch;
@@ -17,6 +20,7 @@ use tracing::{info, warn};
 
 use super::pipeline_runner::PipelineRunner;
 use super::pipeline_spec::PipelineSpec;
+use super::retry_schedule::RetrySchedule;
 use super::runner_exit::RunnerExit;
 use crate::metrics::Metrics;
 use crate::node::Node;
@@ -30,6 +34,7 @@ type Incarnation = (Epoch, u64);
 #[derive(Debug)]
 struct Running {
     key: Incarnation,
+    started: Instant,
     stop: watch::Sender<bool>,
     handle: JoinHandle<RunnerExit>,
 }
@@ -38,6 +43,7 @@ struct Running {
 pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Receiver<bool>) {
     let mut runners: HashMap<String, Running> = HashMap::new();
     let mut halted: HashMap<String, Incarnation> = HashMap::new();
+    let mut retry: RetrySchedule<Incarnation> = RetrySchedule::default();
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while !node.is_stopping() && !*stop.borrow() {
@@ -52,6 +58,8 @@ pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Rece
             }
             let key = (record.epoch(), record.generation());
             match record.desired_state() {
+                // halted (kept in Raft across moves and restarts): not started again
+                DesiredState::Running if record.halt().is_some() => {}
                 DesiredState::Running => {
                     wanted.insert(name.clone(), key);
                 }
@@ -89,15 +97,35 @@ pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Rece
                     Err(_) => RunnerExit::Stopped,
                 };
                 info!(pipeline = %name, epoch = key.0, exit = ?exit, "runner ended");
-                if matches!(exit, RunnerExit::Failed { .. }) {
-                    halted.insert(name, key);
+                match exit {
+                    RunnerExit::Failed { .. } => {
+                        halted.insert(name, key);
+                    }
+                    RunnerExit::Retry { code, .. } => {
+                        let (attempt, delay) =
+                            retry.on_retry(&name, &key, r.started.elapsed(), Instant::now());
+                        info!(
+                            pipeline = %name,
+                            epoch = key.0,
+                            code = %code,
+                            attempt,
+                            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                            "pipeline retries after a backoff"
+                        );
+                    }
+                    RunnerExit::Stopped | RunnerExit::Fenced { .. } => {}
                 }
             }
         }
 
-        // start what is wanted and not running (unless that incarnation halted)
+        // start what is wanted and not running (unless that incarnation halted, or backs off
+        // after a transient fault)
+        retry.retain(|name| wanted.contains_key(name));
         for (name, key) in wanted {
-            if runners.contains_key(&name) || halted.get(&name) == Some(&key) {
+            if runners.contains_key(&name)
+                || halted.get(&name) == Some(&key)
+                || !retry.may_start(&name, &key, Instant::now())
+            {
                 continue;
             }
             let spec = state
@@ -118,6 +146,7 @@ pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Rece
                         epoch: key.0,
                         state: RunnerState::Failed,
                         reason: Some("invalid_pipeline".into()),
+                        detail: None,
                     })
                     .await;
                 continue;
@@ -127,7 +156,15 @@ pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Rece
             let runner =
                 PipelineRunner::new(node.clone(), metrics.clone(), name.clone(), key.0, spec);
             let handle = tokio::spawn(runner.run(stop_rx));
-            runners.insert(name, Running { key, stop, handle });
+            runners.insert(
+                name,
+                Running {
+                    key,
+                    started: Instant::now(),
+                    stop,
+                    handle,
+                },
+            );
         }
 
         // report paused / stopped for owned idle pipelines (best effort, epoch-fenced)
@@ -141,6 +178,7 @@ pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Rece
                     epoch,
                     state,
                     reason: None,
+                    detail: None,
                 })
                 .await;
         }
