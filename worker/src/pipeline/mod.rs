@@ -13,6 +13,7 @@ mod runner_start;
 mod runner_supervisor;
 mod snapshot_driver;
 mod table_run;
+mod weight_cache;
 
 pub use pipeline_spec::PipelineSpec;
 pub use runner_supervisor::supervise;

@@ -23,14 +23,13 @@ pub use super::prepared_snapshot::PreparedSnapshot;
 use super::table_run::{
     encode, encode_cached, fetch_weights, kafka_table, key_bytes, Halt, ProgressWrite, TableRun,
 };
+use super::weight_cache::{Column, WeightCache};
 
 /// While the stream has a backlog, at most one chunk per this interval: live changes first.
 pub const BACKLOG_CHUNK_INTERVAL: Duration = Duration::from_millis(250);
 /// Attempts at a chunk whose read failed transiently (a lost connection, a lock-wait
 /// timeout) before the pipeline halts.
 const CHUNK_ATTEMPTS: u32 = 4;
-/// Cached collation weights, over all tables, before the cache starts over.
-const MAX_CACHED_WEIGHTS: usize = 200_000;
 
 /// The rows of a chunk read and not yet published.
 #[derive(Debug)]
@@ -58,7 +57,8 @@ pub struct SnapshotDriver {
     max_rows_per_second: Option<u32>,
     next_read: Instant,
     last_read: Option<Instant>,
-    cached_weights: usize,
+    /// The collation weights of string key values, under a byte budget.
+    weights: WeightCache,
     kafka_chunks: u64,
     /// Streamed row changes suppressed by the gate so far.
     pub suppressed: u64,
@@ -73,13 +73,14 @@ impl SnapshotDriver {
         let PreparedSnapshot {
             mut reader,
             order,
-            mut tables,
+            tables,
             complete,
             status,
             chunk_size,
             max_rows_per_second,
         } = prepared;
         let mut gate = capstan_core::snapshot::CursorGate::new();
+        let mut weights = WeightCache::default();
         for id in &order {
             if complete.contains_key(id) {
                 // forwards every change; no cursor needed (nor encoded: no weights asked)
@@ -93,13 +94,13 @@ impl SnapshotDriver {
                 );
                 continue;
             }
-            let run = tables.get_mut(id).ok_or("snapshot_table_not_found")?;
-            let pk_cursor = match run.raw_cursor.clone() {
-                Some(raw) => Some(encode(&mut reader, run, &raw).await?),
+            let run = tables.get(id).ok_or("snapshot_table_not_found")?;
+            let pk_cursor = match &run.raw_cursor {
+                Some(raw) => Some(encode(&mut reader, &mut weights, id, run, raw).await?),
                 None => None,
             };
-            let delivered_pk = match run.raw_delivered.clone() {
-                Some(raw) => Some(encode(&mut reader, run, &raw).await?),
+            let delivered_pk = match &run.raw_delivered {
+                Some(raw) => Some(encode(&mut reader, &mut weights, id, run, raw).await?),
                 None => None,
             };
             let status = status.get(id).copied().unwrap_or(TableStatus::Pending);
@@ -124,7 +125,7 @@ impl SnapshotDriver {
             max_rows_per_second,
             next_read: Instant::now(),
             last_read: None,
-            cached_weights: 0,
+            weights,
             kafka_chunks: 0,
             suppressed: 0,
             lock_holds: Vec::new(),
@@ -272,13 +273,13 @@ impl SnapshotDriver {
             return Ok(None);
         };
         let chunk = self.read_with_retry(&id, processed).await?;
-        let run = self.tables.get_mut(&id).ok_or("snapshot_table_not_found")?;
+        let run = self.tables.get(&id).ok_or("snapshot_table_not_found")?;
         let raw_end = match chunk.rows.last() {
             Some(row) => Some(run.table.key.key_of(row).map_err(|e| e.code())?),
             None => None,
         };
         let end = match &raw_end {
-            Some(raw) => Some(encode(&mut self.reader, run, raw).await?),
+            Some(raw) => Some(encode(&mut self.reader, &mut self.weights, &id, run, raw).await?),
             None => None,
         };
         let now = Instant::now();
@@ -331,12 +332,14 @@ impl SnapshotDriver {
     }
 
     /// Asks the server for the collation weights of every string key in `outputs` of a
-    /// gated table that is not cached yet (one round trip per key column).
+    /// gated table that is not cached yet (one round trip per key column). Every one of them
+    /// is cached afterwards, whatever the cache's budget: [`Self::gate`] then gates these
+    /// outputs from the cache alone.
     pub async fn resolve_weights<'o>(
         &mut self,
         outputs: impl IntoIterator<Item = &'o AssemblerOutput>,
     ) -> Result<(), Halt> {
-        let mut wanted: HashMap<(TableId, usize), HashSet<Vec<u8>>> = HashMap::new();
+        let mut needed: HashMap<Column, HashSet<Vec<u8>>> = HashMap::new();
         for output in outputs {
             let AssemblerOutput::Transaction(tx) = output else {
                 continue;
@@ -352,33 +355,20 @@ impl SnapshotDriver {
                     let parts = run.table.key.key_of(row).map_err(|e| e.code())?;
                     for (i, part) in parts.into_iter().enumerate() {
                         if let KeyPart::Text(bytes) = part {
-                            let cached =
-                                run.weights.get(&i).is_some_and(|m| m.contains_key(&bytes));
-                            if !cached {
-                                wanted
-                                    .entry(((*change.table).clone(), i))
-                                    .or_default()
-                                    .insert(bytes);
-                            }
+                            needed
+                                .entry(((*change.table).clone(), i))
+                                .or_default()
+                                .insert(bytes);
                         }
                     }
                 }
             }
         }
-        for ((table, i), values) in wanted {
-            let run = self
-                .tables
-                .get_mut(&table)
-                .ok_or("snapshot_table_not_found")?;
-            let values: Vec<Vec<u8>> = values.into_iter().collect();
-            self.cached_weights += values.len();
-            fetch_weights(&mut self.reader, run, i, values).await?;
-        }
-        if self.cached_weights > MAX_CACHED_WEIGHTS {
-            for run in self.tables.values_mut() {
-                run.weights.clear();
-            }
-            self.cached_weights = 0;
+        // room is made once, for the whole batch, before any of it is fetched
+        for ((table, index), values) in self.weights.missing(needed) {
+            let run = self.tables.get(&table).ok_or("snapshot_table_not_found")?;
+            let weights = fetch_weights(&mut self.reader, run, index, &values).await?;
+            self.weights.insert((table, index), values, weights);
         }
         Ok(())
     }
@@ -438,7 +428,7 @@ impl SnapshotDriver {
         let key = |row: &Option<Row>| -> Result<SnapshotKey, Halt> {
             let row = row.as_ref().ok_or("snapshot_row_image_missing")?;
             let parts = run.table.key.key_of(row).map_err(|e| e.code())?;
-            encode_cached(run, &parts).ok_or("snapshot_pk_weight_failed")
+            encode_cached(&self.weights, &change.table, &parts).ok_or("snapshot_pk_weight_failed")
         };
         let gate = self.session.gate();
         Ok(match change.op {

@@ -1,14 +1,16 @@
 //! One snapshot table as the owner drives it, the progress writes it makes, and its keys:
 //! the raw key as stored (Raft, the offsets record) and the gate's order-preserving encoding
-//! (string keys through the server's collation weights, cached).
+//! (string keys through the server's collation weights, cached in a [`WeightCache`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use capstan_connectors::mysql::snapshot::{KeyKind, KeyPart, SnapshotReader, SnapshotTable};
 use capstan_core::change::TableId;
 use capstan_core::snapshot::{KeyComponent, SnapshotKey, TableStatus};
 use capstan_kafka::exactly_once::TableProgress as KafkaTableProgress;
 use capstan_raft_store::{KeyBytes, SnapshotTableStatus};
+
+use super::weight_cache::{Column, WeightCache};
 
 /// One table of the snapshot as this runner drives it.
 #[derive(Debug)]
@@ -23,8 +25,6 @@ pub struct TableRun {
     pub rows_done: u64,
     /// The server's estimate.
     pub rows_estimated: u64,
-    /// Collation weights per key column index, for string keys.
-    pub(super) weights: HashMap<usize, HashMap<Vec<u8>, Vec<u8>>>,
 }
 
 impl TableRun {
@@ -42,7 +42,6 @@ impl TableRun {
             raw_delivered,
             rows_done,
             rows_estimated,
-            weights: HashMap::new(),
         }
     }
 
@@ -106,49 +105,57 @@ pub fn key_parts(bytes: &KeyBytes) -> Result<Vec<KeyPart>, Halt> {
     serde_json::from_slice(bytes.as_bytes()).map_err(|_| "snapshot_cursor_unreadable")
 }
 
-/// The order-preserving key of `parts`, using cached weights only.
-pub(super) fn encode_cached(run: &TableRun, parts: &[KeyPart]) -> Option<SnapshotKey> {
-    let mut weights: Vec<&[u8]> = Vec::new();
-    for (i, part) in parts.iter().enumerate() {
-        if let KeyPart::Text(bytes) = part {
-            weights.push(run.weights.get(&i)?.get(bytes)?.as_slice());
-        }
-    }
-    let mut w = weights.into_iter();
+/// The order-preserving key of `parts` of `table`, using cached weights only.
+pub(super) fn encode_cached(
+    cache: &WeightCache,
+    table: &TableId,
+    parts: &[KeyPart],
+) -> Option<SnapshotKey> {
     let components: Option<Vec<KeyComponent<'_>>> = parts
         .iter()
-        .map(|part| match part {
+        .enumerate()
+        .map(|(i, part)| match part {
             KeyPart::Int(v) => Some(KeyComponent::Int(*v)),
             KeyPart::UInt(v) => Some(KeyComponent::UInt(*v)),
             KeyPart::Bytes(b) => Some(KeyComponent::Bytes(b)),
-            KeyPart::Text(_) => w.next().map(KeyComponent::Bytes),
+            KeyPart::Text(bytes) => cache.get(table, i, bytes).map(KeyComponent::Bytes),
         })
         .collect();
     Some(SnapshotKey::encode(&components?))
 }
 
-/// The order-preserving key of `parts`, asking the server for missing weights.
+/// The order-preserving key of `parts` of `table`, asking the server for missing weights.
 pub(super) async fn encode(
     reader: &mut SnapshotReader,
-    run: &mut TableRun,
+    cache: &mut WeightCache,
+    table: &TableId,
+    run: &TableRun,
     parts: &[KeyPart],
 ) -> Result<SnapshotKey, Halt> {
+    let mut needed: HashMap<Column, HashSet<Vec<u8>>> = HashMap::new();
     for (i, part) in parts.iter().enumerate() {
         if let KeyPart::Text(bytes) = part {
-            if !run.weights.get(&i).is_some_and(|m| m.contains_key(bytes)) {
-                fetch_weights(reader, run, i, vec![bytes.clone()]).await?;
-            }
+            needed
+                .entry((table.clone(), i))
+                .or_default()
+                .insert(bytes.clone());
         }
     }
-    encode_cached(run, parts).ok_or("snapshot_pk_weight_failed")
+    for ((table, index), values) in cache.missing(needed) {
+        let weights = fetch_weights(reader, run, index, &values).await?;
+        cache.insert((table, index), values, weights);
+    }
+    encode_cached(cache, table, parts).ok_or("snapshot_pk_weight_failed")
 }
 
+/// The server's collation weights of `values` of `run`'s key column `index`, in order (one
+/// round trip).
 pub(super) async fn fetch_weights(
     reader: &mut SnapshotReader,
-    run: &mut TableRun,
+    run: &TableRun,
     index: usize,
-    values: Vec<Vec<u8>>,
-) -> Result<(), Halt> {
+    values: &[Vec<u8>],
+) -> Result<Vec<Vec<u8>>, Halt> {
     let column = run
         .table
         .key
@@ -166,9 +173,5 @@ pub(super) async fn fetch_weights(
     if weights.len() != values.len() {
         return Err("snapshot_pk_weight_failed");
     }
-    let cache = run.weights.entry(index).or_default();
-    for (value, weight) in values.into_iter().zip(weights) {
-        cache.insert(value, weight);
-    }
-    Ok(())
+    Ok(weights)
 }
