@@ -21,6 +21,16 @@ pub enum Consequence {
     Retry,
 }
 
+/// Delivery errors that a retry of the same record meets again (the record or the topic is
+/// refused as it is): a halt, not a retry. librdkafka's code names.
+const PERMANENT_DELIVERY_CODES: [&str; 5] = [
+    "MessageSizeTooLarge",
+    "InvalidMessageSize",
+    "InvalidMessage",
+    "InvalidRecord",
+    "TopicAuthorizationFailed",
+];
+
 /// A sink error. See the module documentation for the rules every variant follows.
 #[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SinkError {
@@ -99,6 +109,22 @@ pub enum SinkError {
         /// True when librdkafka reports the producer itself unusable.
         fatal: bool,
     },
+    /// A record is larger than the producer may send (`message.max.bytes`): Kafka would refuse
+    /// it on every attempt. Raise `message.max.bytes` in `kafka.producer_overrides` (and the
+    /// topic's `max.message.bytes` on the broker), or exclude the column.
+    #[error(
+        "record of {bytes} bytes for table {table} (topic {topic}) exceeds the producer's message.max.bytes of {limit} bytes"
+    )]
+    RecordTooLarge {
+        /// `schema.table` the record belongs to.
+        table: String,
+        /// The topic it was for.
+        topic: String,
+        /// Its size (key, value and headers).
+        bytes: usize,
+        /// The producer's `message.max.bytes`.
+        limit: usize,
+    },
     /// Another producer with the same `transactional.id` (a newer owner) fenced this one.
     #[error("kafka producer was fenced by a newer owner")]
     ProducerFenced,
@@ -166,6 +192,7 @@ impl SinkError {
             SinkError::MalformedChange { .. } => "malformed_change",
             SinkError::InvalidTopic { .. } => "invalid_topic",
             SinkError::DeliveryFailed { .. } => "kafka_delivery_failed",
+            SinkError::RecordTooLarge { .. } => "kafka_record_too_large",
             SinkError::ProducerFenced => "kafka_producer_fenced",
             SinkError::TransactionFailed { .. } => "kafka_transaction_failed",
             SinkError::Client { .. } => "kafka_client_error",
@@ -185,8 +212,8 @@ impl SinkError {
             | SinkError::InvalidOverride { .. } => Consequence::Refuse,
             SinkError::ProducerFenced => Consequence::Fenced,
             SinkError::Timeout { .. } | SinkError::Client { .. } => Consequence::Retry,
-            SinkError::DeliveryFailed { fatal, .. } => {
-                if *fatal {
+            SinkError::DeliveryFailed { kafka_code, fatal } => {
+                if *fatal || PERMANENT_DELIVERY_CODES.contains(&kafka_code.as_str()) {
                     Consequence::Halt
                 } else {
                     Consequence::Retry
@@ -205,6 +232,7 @@ impl SinkError {
             | SinkError::NonFiniteNumber { .. }
             | SinkError::MalformedChange { .. }
             | SinkError::InvalidTopic { .. }
+            | SinkError::RecordTooLarge { .. }
             | SinkError::OffsetsRecordInvalid { .. }
             | SinkError::CheckpointsDiverged { .. }
             | SinkError::DevCluster { .. } => Consequence::Halt,
@@ -241,5 +269,38 @@ mod tests {
             assert!(!m.ends_with('.'));
         }
         assert_eq!(SinkError::ProducerFenced.consequence(), Consequence::Fenced);
+    }
+
+    #[test]
+    fn a_record_kafka_refuses_as_it_is_halts_and_a_timeout_retries() {
+        let delivery = |code: &str| SinkError::DeliveryFailed {
+            kafka_code: code.into(),
+            fatal: false,
+        };
+        // the broker's topic limit below the producer's: every retry meets it again
+        assert_eq!(
+            delivery("MessageSizeTooLarge").consequence(),
+            Consequence::Halt
+        );
+        assert_eq!(
+            delivery("TopicAuthorizationFailed").consequence(),
+            Consequence::Halt
+        );
+        assert_eq!(
+            delivery("MessageTimedOut").consequence(),
+            Consequence::Retry
+        );
+        let too_large = SinkError::RecordTooLarge {
+            table: "shop.docs".into(),
+            topic: "p.shop.docs".into(),
+            bytes: 5_243_010,
+            limit: 1_000_000,
+        };
+        assert_eq!(too_large.consequence(), Consequence::Halt);
+        assert_eq!(too_large.code(), "kafka_record_too_large");
+        assert_eq!(
+            too_large.to_string(),
+            "record of 5243010 bytes for table shop.docs (topic p.shop.docs) exceeds the producer's message.max.bytes of 1000000 bytes"
+        );
     }
 }

@@ -11,6 +11,9 @@ use super::topic_settings::TopicSettings;
 use crate::record::{check_topic_name, RecordOptions, TopicTemplate, DEFAULT_TOPIC_TEMPLATE};
 use crate::SinkError;
 
+/// librdkafka's `message.max.bytes` when no producer override sets it.
+const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
+
 /// How records reach Kafka.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -250,12 +253,23 @@ impl SinkConfig {
                     "librdkafka refused the combined settings",
                 )
             })?;
+        // librdkafka's own default when no override sets it
+        let max_record_bytes = match producer.get("message.max.bytes") {
+            None => DEFAULT_MESSAGE_MAX_BYTES,
+            Some(v) => v.trim().parse().map_err(|_| {
+                invalid(
+                    "producer_overrides",
+                    "message.max.bytes must be a whole number of bytes",
+                )
+            })?,
+        };
         Ok(CheckedSinkConfig {
             record_options: RecordOptions {
                 topics,
                 flavor,
                 tombstones_on_delete: self.tombstones_on_delete,
                 transaction_topic,
+                max_record_bytes,
             },
             delivery: self.delivery,
             producer,

@@ -8,6 +8,7 @@ use capstan_core::position::{Flavor, MariadbGtid};
 use serde_json::{json, Value as Json};
 
 use super::*;
+use crate::SinkError;
 
 const UUID: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
 
@@ -17,6 +18,7 @@ pub(super) fn builder(tombstones: bool, txn_topic: bool) -> RecordBuilder {
         flavor: Flavor::Mysql,
         tombstones_on_delete: tombstones,
         transaction_topic: txn_topic.then(|| "cdc.transaction".to_string()),
+        max_record_bytes: 1_000_000,
     })
 }
 
@@ -470,4 +472,48 @@ fn malformed_changes_are_refused() {
     assert!(builder(true, false)
         .transaction_records(&t, &coords(), &ctx())
         .is_err());
+}
+
+#[test]
+fn a_record_over_message_max_bytes_is_refused_naming_table_topic_and_sizes() {
+    let big = "x".repeat(5 << 20);
+    let t = tx(
+        6,
+        vec![change(
+            &orders(),
+            Op::Insert,
+            None,
+            Some(order(1, &big)),
+            &[0],
+        )],
+    );
+    let e = builder(true, false)
+        .transaction_records(&t, &coords(), &ctx())
+        .unwrap_err();
+    let SinkError::RecordTooLarge {
+        table,
+        topic,
+        bytes,
+        limit,
+    } = &e
+    else {
+        panic!("{e:?}")
+    };
+    assert_eq!(
+        (table.as_str(), topic.as_str()),
+        ("shop.orders", "cdc.shop.orders")
+    );
+    assert_eq!(*limit, 1_000_000);
+    assert!(*bytes > 5 << 20 && *bytes < (5 << 20) + 2048, "{bytes}");
+    // value-free: the row's text is nowhere in the error
+    assert!(!format!("{e} {e:?}").contains("xxxx"));
+    // a record at the limit passes: the same row, a higher limit
+    let roomy = RecordBuilder::new(RecordOptions {
+        max_record_bytes: *bytes,
+        ..builder(true, false).options().clone()
+    });
+    assert_eq!(
+        roomy.transaction_records(&t, &coords(), &ctx()).unwrap()[0].max_wire_size(),
+        *bytes
+    );
 }

@@ -48,6 +48,17 @@ impl KafkaRecord {
         self.header(name).and_then(|v| std::str::from_utf8(v).ok())
     }
 
+    /// An upper bound of the size librdkafka compares with `message.max.bytes`: the record's
+    /// v2 wire size (key, value, each header with its length prefixes, and the record's own
+    /// fields at their largest).
+    pub fn max_wire_size(&self) -> usize {
+        /// Length, attributes, timestamp and offset deltas, key and value lengths, header count.
+        const RECORD_OVERHEAD: usize = 5 + 1 + 10 + 5 + 5 + 5 + 5;
+        /// A header's two length prefixes.
+        const HEADER_OVERHEAD: usize = 5 + 5;
+        RECORD_OVERHEAD + self.approximate_size() + self.headers.len() * HEADER_OVERHEAD
+    }
+
     /// Approximate size on the wire (key + value + headers), for batching decisions.
     pub fn approximate_size(&self) -> usize {
         self.key.as_ref().map_or(0, Vec::len)

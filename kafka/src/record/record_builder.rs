@@ -48,6 +48,9 @@ pub struct RecordOptions {
     pub tombstones_on_delete: bool,
     /// The transaction-metadata topic, when enabled.
     pub transaction_topic: Option<String>,
+    /// The producer's `message.max.bytes`: a record larger than this is refused when it is
+    /// built, naming its table ([`SinkError::RecordTooLarge`]), instead of failing delivery.
+    pub max_record_bytes: usize,
 }
 
 /// Who is publishing, and when: inputs that are not part of the change itself.
@@ -169,7 +172,7 @@ impl RecordBuilder {
         }
         let gtid = tx.gtid.to_string();
         let commit_ms = tx.committed_at_micros / 1000;
-        let mut em = Emitter::new(*ctx, gtid.clone());
+        let mut em = Emitter::new(*ctx, gtid.clone(), self.options.max_record_bytes);
         if let Some(topic) = &self.options.transaction_topic {
             let key = serialize(&TransactionKey { id: &gtid }, &tx.changes[0].table)?;
             let begin = TransactionEvent {
@@ -180,7 +183,14 @@ impl RecordBuilder {
                 ts_ms: commit_ms,
             };
             let value = serialize(&begin, &tx.changes[0].table)?;
-            em.push(topic, Some(key), Some(value), None, commit_ms);
+            em.push(
+                &tx.changes[0].table,
+                topic,
+                Some(key),
+                Some(value),
+                None,
+                commit_ms,
+            )?;
         }
         let mut topics: Vec<(Arc<TableId>, String)> = Vec::new();
         for (row_index, change) in tx.changes.iter().enumerate() {
@@ -221,7 +231,7 @@ impl RecordBuilder {
                 ts_ms: commit_ms,
             };
             let value = serialize(&end, table)?;
-            em.push(topic, Some(key), Some(value), None, commit_ms);
+            em.push(table, topic, Some(key), Some(value), None, commit_ms)?;
         }
         Ok(em.records)
     }
@@ -336,9 +346,16 @@ impl RecordBuilder {
             };
             let key = event.key.map(|k| serialize(k, table)).transpose()?;
             let value = serialize(&envelope, table)?;
-            em.push(topic, key.clone(), Some(value), Some(row_index), commit_ms);
+            em.push(
+                table,
+                topic,
+                key.clone(),
+                Some(value),
+                Some(row_index),
+                commit_ms,
+            )?;
             if event.op == "d" && self.options.tombstones_on_delete && key.is_some() {
-                em.push(topic, key, None, Some(row_index), commit_ms);
+                em.push(table, topic, key, None, Some(row_index), commit_ms)?;
             }
         }
         Ok(())
@@ -394,14 +411,19 @@ impl RecordBuilder {
             &id,
         )?;
         let value = serialize(&event, &id)?;
-        let mut em = Emitter::new(*ctx, format!("{SCHEMA_CHANGE_POSITION_PREFIX}{gtid}"));
+        let mut em = Emitter::new(
+            *ctx,
+            format!("{SCHEMA_CHANGE_POSITION_PREFIX}{gtid}"),
+            self.options.max_record_bytes,
+        );
         em.push(
+            &id,
             self.schema_change_topic(),
             Some(key),
             Some(value),
             None,
             ctx.now_ms,
-        );
+        )?;
         Ok(em.records)
     }
 
@@ -414,7 +436,11 @@ impl RecordBuilder {
     ) -> Result<Vec<KafkaRecord>, SinkError> {
         let table = chunk.table;
         let topic = self.topic_for(table)?;
-        let mut em = Emitter::new(*ctx, format!("snapshot:{}", chunk.chunk_id));
+        let mut em = Emitter::new(
+            *ctx,
+            format!("snapshot:{}", chunk.chunk_id),
+            self.options.max_record_bytes,
+        );
         let last_row = chunk.rows.len().checked_sub(1);
         for (row_index, row) in chunk.rows.iter().enumerate() {
             let after = image(row, table)?;
@@ -447,7 +473,7 @@ impl RecordBuilder {
             };
             let key = key.as_ref().map(|k| serialize(k, table)).transpose()?;
             let value = serialize(&envelope, table)?;
-            em.push(&topic, key, Some(value), Some(row_index), ctx.now_ms);
+            em.push(table, &topic, key, Some(value), Some(row_index), ctx.now_ms)?;
         }
         Ok(em.records)
     }
@@ -464,7 +490,11 @@ impl RecordBuilder {
         ctx: &RecordContext<'_>,
     ) -> Result<KafkaRecord, SinkError> {
         let topic = self.topic_for(table)?;
-        let mut em = Emitter::new(*ctx, format!("snapshot:{table}:complete"));
+        let mut em = Emitter::new(
+            *ctx,
+            format!("snapshot:{table}:complete"),
+            self.options.max_record_bytes,
+        );
         let key = serialize(
             &SnapshotCompleteKey {
                 snapshot_complete: table.to_string(),
@@ -481,7 +511,7 @@ impl RecordBuilder {
             },
             table,
         )?;
-        em.push(&topic, Some(key), Some(value), None, ctx.now_ms);
+        em.push(table, &topic, Some(key), Some(value), None, ctx.now_ms)?;
         em.records
             .pop()
             .ok_or_else(|| missing(table, "snapshot marker"))

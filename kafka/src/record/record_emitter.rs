@@ -21,13 +21,16 @@ pub(super) struct Emitter<'a> {
     pub(super) records: Vec<KafkaRecord>,
     pub(super) total_order: u64,
     pub(super) collections: Vec<(String, u64)>,
+    /// The producer's `message.max.bytes`: a larger record is refused here, by name.
+    max_record_bytes: usize,
 }
 
 impl<'a> Emitter<'a> {
-    pub(super) fn new(ctx: RecordContext<'a>, position: String) -> Self {
+    pub(super) fn new(ctx: RecordContext<'a>, position: String, max_record_bytes: usize) -> Self {
         Emitter {
             ctx,
             position,
+            max_record_bytes,
             records: Vec::new(),
             total_order: 0,
             collections: Vec::new(),
@@ -59,22 +62,37 @@ impl<'a> Emitter<'a> {
         h
     }
 
+    /// Adds a record of `table`; one Kafka would refuse for its size (the producer's
+    /// `message.max.bytes`, checked as librdkafka does) is an error naming the table, the
+    /// topic and both sizes, never a retried delivery.
     pub(super) fn push(
         &mut self,
+        table: &TableId,
         topic: &str,
         key: Option<Vec<u8>>,
         value: Option<Vec<u8>>,
         row: Option<usize>,
         ts: u64,
-    ) {
+    ) -> Result<(), SinkError> {
         let headers = self.headers(row);
-        self.records.push(KafkaRecord {
+        let record = KafkaRecord {
             topic: topic.to_string(),
             key,
             value,
             headers,
             timestamp_ms: i64::try_from(ts).ok(),
-        });
+        };
+        let bytes = record.max_wire_size();
+        if bytes > self.max_record_bytes {
+            return Err(SinkError::RecordTooLarge {
+                table: table.to_string(),
+                topic: topic.to_string(),
+                bytes,
+                limit: self.max_record_bytes,
+            });
+        }
+        self.records.push(record);
+        Ok(())
     }
 
     /// Counts one data event of `collection`; returns (total_order, data_collection_order).
