@@ -125,6 +125,10 @@ pub enum SinkError {
         /// The producer's `message.max.bytes`.
         limit: usize,
     },
+    /// This worker lost its lease (it was cut off, frozen, or the pipeline moved) while it
+    /// published: it enqueues nothing more and its unsent records were purged.
+    #[error("publishing stopped: this worker no longer holds its lease")]
+    OwnershipLost,
     /// Another producer with the same `transactional.id` (a newer owner) fenced this one.
     #[error("kafka producer was fenced by a newer owner")]
     ProducerFenced,
@@ -194,6 +198,7 @@ impl SinkError {
             SinkError::DeliveryFailed { .. } => "kafka_delivery_failed",
             SinkError::RecordTooLarge { .. } => "kafka_record_too_large",
             SinkError::ProducerFenced => "kafka_producer_fenced",
+            SinkError::OwnershipLost => "lease_expired",
             SinkError::TransactionFailed { .. } => "kafka_transaction_failed",
             SinkError::Client { .. } => "kafka_client_error",
             SinkError::Timeout { .. } => "kafka_timeout",
@@ -210,7 +215,7 @@ impl SinkError {
             SinkError::InvalidConfig { .. }
             | SinkError::ForbiddenOverride { .. }
             | SinkError::InvalidOverride { .. } => Consequence::Refuse,
-            SinkError::ProducerFenced => Consequence::Fenced,
+            SinkError::ProducerFenced | SinkError::OwnershipLost => Consequence::Fenced,
             SinkError::Timeout { .. } | SinkError::Client { .. } => Consequence::Retry,
             SinkError::DeliveryFailed { kafka_code, fatal } => {
                 if *fatal || PERMANENT_DELIVERY_CODES.contains(&kafka_code.as_str()) {

@@ -240,6 +240,21 @@ impl Cluster {
         assert!(ok.success(), "kill -{signal} {pid}");
     }
 
+    /// True when worker `id`'s process is stopped by a signal (state `T` in `/proc`): proof
+    /// that a SIGSTOP really froze it.
+    pub fn is_stopped(&self, id: u64) -> bool {
+        let Some(pid) = self.workers[&id].pid() else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        // "pid (comm) S …": the state follows the last ')'
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            == Some('T')
+    }
+
     /// Waits for worker `id` to exit on its own, up to `timeout`.
     pub fn wait_exit(&mut self, id: u64, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;

@@ -35,6 +35,9 @@ pub enum FaultPoint {
     ExactlyOnceOffsetsSent,
     /// Exactly-once: the transaction committed; its checkpoint is not yet in Raft.
     ExactlyOnceCommitted,
+    /// At-least-once: the publisher's fence found the lease held; the record it guards is
+    /// not yet enqueued (with `/stop`: a zombie frozen right after its lease check).
+    PublishLeaseChecked,
 }
 
 impl FaultPoint {
@@ -44,6 +47,7 @@ impl FaultPoint {
             FaultPoint::ExactlyOnceRowsSent => "exactly_once_rows_sent",
             FaultPoint::ExactlyOnceOffsetsSent => "exactly_once_offsets_sent",
             FaultPoint::ExactlyOnceCommitted => "exactly_once_committed",
+            FaultPoint::PublishLeaseChecked => "publish_lease_checked",
         }
     }
 

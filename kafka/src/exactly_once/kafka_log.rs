@@ -168,7 +168,8 @@ impl TransactionalProducer for KafkaTransactionalProducer {
         if let Some(topics) = &self.topics {
             topics.ensure(records).await?;
         }
-        send_all(&self.producer, records).await
+        // fenced by the transactional id: a deposed owner's transaction is aborted
+        send_all(&self.producer, records, None).await
     }
 
     async fn commit(&mut self) -> Result<(), SinkError> {

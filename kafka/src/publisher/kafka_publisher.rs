@@ -7,6 +7,12 @@
 //! those retries free of duplicates and reordering. What surfaces here is final: a delivery
 //! that timed out, a permanent broker error, or a fatal producer error (idempotence state
 //! lost), mapped to value-free [`SinkError`]s.
+//!
+//! A [`Fence`] (the owner's lease) is asked before every record is enqueued: once it says
+//! no, nothing more is enqueued, what librdkafka still holds unsent is purged, and the publish
+//! ends [`SinkError::OwnershipLost`]. Records already handed to a broker may still land after
+//! that; the `capstan.epoch` header lets a consumer drop them (docs/event-format.md, "Replays
+//! and owner changes").
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -17,7 +23,7 @@ use async_trait::async_trait;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::future_producer::DeliveryFuture;
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer, PurgeConfig};
 
 use super::kafka_error_map::{client_error, delivery_error};
 use super::publisher::Publisher;
@@ -26,11 +32,16 @@ use crate::config::ProducerSettings;
 use crate::record::KafkaRecord;
 use crate::SinkError;
 
+/// Asked before every record is enqueued: may this process still publish (the owner's
+/// lease)? Cheap and non-blocking; called once per record.
+pub type Fence = Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// An idempotent, `acks=all` rdkafka producer behind the [`Publisher`] trait.
 #[derive(Clone)]
 pub struct KafkaPublisher {
     producer: FutureProducer,
     topics: Option<Arc<TopicAdminClient>>,
+    fence: Option<Fence>,
 }
 
 impl fmt::Debug for KafkaPublisher {
@@ -87,13 +98,21 @@ pub(crate) fn fatal_code(producer: &FutureProducer) -> Option<RDKafkaErrorCode> 
     producer.client().fatal_error().map(|(code, _)| code)
 }
 
-/// Enqueues every record in order and waits for every acknowledgement.
+/// Enqueues every record in order and waits for every acknowledgement. With a `fence`, each
+/// record is enqueued only while it holds; when it fails, the unsent rest of the queue is
+/// purged and the publish ends [`SinkError::OwnershipLost`].
 pub(crate) async fn send_all(
     producer: &FutureProducer,
     batch: &[KafkaRecord],
+    fence: Option<&Fence>,
 ) -> Result<(), SinkError> {
     let mut pending: VecDeque<DeliveryFuture> = VecDeque::new();
     for record in batch {
+        if fence.is_some_and(|holds| !holds()) {
+            // queued and not yet sent: never sent by a deposed owner
+            producer.purge(PurgeConfig::default().queue());
+            return Err(SinkError::OwnershipLost);
+        }
         let mut fr = future_record(record);
         loop {
             match producer.send_result(fr) {
@@ -129,7 +148,14 @@ impl KafkaPublisher {
         Ok(KafkaPublisher {
             producer,
             topics: None,
+            fence: None,
         })
+    }
+
+    /// Enqueues each record only while `fence` holds (see the module documentation).
+    pub fn fenced_by(mut self, fence: Fence) -> Self {
+        self.fence = Some(fence);
+        self
     }
 
     /// Creates each missing topic (with `topics`' settings) before its first record.
@@ -150,6 +176,6 @@ impl Publisher for KafkaPublisher {
         if let Some(topics) = &self.topics {
             topics.ensure(&batch).await?;
         }
-        send_all(&self.producer, &batch).await
+        send_all(&self.producer, &batch, self.fence.as_ref()).await
     }
 }

@@ -105,16 +105,9 @@ pub struct TopicContents {
     pub epochs: BTreeMap<u64, usize>,
 }
 
-/// Reads `topic` with `isolation.level` `isolation` (`read_committed` or `read_uncommitted`)
-/// until it holds at least `want` change events and then nothing new for two seconds, or
-/// `timeout` passed.
-pub fn read_topic(
-    bootstrap: &str,
-    topic: &str,
-    isolation: &str,
-    want: usize,
-    timeout: Duration,
-) -> TopicContents {
+/// A plain rdkafka consumer (no group, no commits) with `isolation.level` `isolation`,
+/// assigned every partition of `topic` from its first offset.
+pub fn consumer_from_start(bootstrap: &str, topic: &str, isolation: &str) -> BaseConsumer {
     let consumer: BaseConsumer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "unused-no-commits")
@@ -133,6 +126,20 @@ pub fn read_topic(
         }
     }
     consumer.assign(&tpl).unwrap();
+    consumer
+}
+
+/// Reads `topic` with `isolation.level` `isolation` (`read_committed` or `read_uncommitted`)
+/// until it holds at least `want` change events and then nothing new for two seconds, or
+/// `timeout` passed.
+pub fn read_topic(
+    bootstrap: &str,
+    topic: &str,
+    isolation: &str,
+    want: usize,
+    timeout: Duration,
+) -> TopicContents {
+    let consumer = consumer_from_start(bootstrap, topic, isolation);
     let mut out = TopicContents::default();
     let mut first: BTreeMap<(Option<String>, Option<String>), Value> = BTreeMap::new();
     let deadline = Instant::now() + timeout;

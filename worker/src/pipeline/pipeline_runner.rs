@@ -29,6 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use capstan_connectors::mysql::{AssemblerConfig, AssemblerOutput, BinlogSource};
 use capstan_core::position::Position;
+use capstan_kafka::publisher::Fence;
 use capstan_kafka::record::RecordBuilder;
 use capstan_raft_store::{Command, Epoch, Response, RunnerState};
 use tokio::sync::{mpsc, watch};
@@ -38,6 +39,7 @@ use super::pipeline_spec::CheckedPipelineSpec;
 use super::runner_deliver::Batch;
 use super::runner_exit::RunnerExit;
 use super::snapshot_driver::SnapshotDriver;
+use crate::fault_point::FaultPoint;
 use crate::metrics::Metrics;
 use crate::node::Node;
 
@@ -323,6 +325,20 @@ impl PipelineRunner {
                 s.pipeline(&self.name)
                     .is_some_and(|r| r.owner() == Some(self.node.id) && r.epoch() == self.epoch)
             })
+    }
+
+    /// The at-least-once publisher's fence, asked before every record is enqueued: it holds
+    /// while this node holds its lease (ADR-0004: an owner without a valid lease publishes
+    /// nothing), so a batch stops mid-way when the lease runs out during it.
+    pub(super) fn publish_fence(&self) -> Fence {
+        let node = self.node.clone();
+        Arc::new(move || {
+            let holds = node.holds_lease();
+            if holds {
+                FaultPoint::PublishLeaseChecked.hit();
+            }
+            holds
+        })
     }
 
     pub(super) fn require_lease(&self) -> Step<()> {

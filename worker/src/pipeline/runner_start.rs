@@ -49,8 +49,9 @@ impl PipelineRunner {
             None
         };
         if sink.delivery == DeliveryMode::AtLeastOnce {
-            let mut publisher =
-                KafkaPublisher::new(&sink.producer).map_err(|e| RunnerExit::from_sink(&e))?;
+            let mut publisher = KafkaPublisher::new(&sink.producer)
+                .map_err(|e| RunnerExit::from_sink(&e))?
+                .fenced_by(self.publish_fence());
             if let Some(topics) = topics {
                 publisher = publisher.creating_topics(topics);
             }
