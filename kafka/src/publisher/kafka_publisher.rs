@@ -8,11 +8,13 @@
 //! that timed out, a permanent broker error, or a fatal producer error (idempotence state
 //! lost), mapped to value-free [`SinkError`]s.
 //!
-//! A [`Fence`] (the owner's lease) is asked before every record is enqueued: once it says
-//! no, nothing more is enqueued, what librdkafka still holds unsent is purged, and the publish
-//! ends [`SinkError::OwnershipLost`]. Records already handed to a broker may still land after
-//! that; the `capstan.epoch` header lets a consumer drop them (docs/event-format.md, "Replays
-//! and owner changes").
+//! A [`Fence`] (the owner's lease) is asked before every record is enqueued, and every 50 ms
+//! while acknowledgements are awaited: once it says no, nothing more is enqueued, what
+//! librdkafka still holds unsent (queued, or waiting to be retried against an unreachable
+//! broker) is purged, and the publish ends [`SinkError::OwnershipLost`] at once, not after
+//! `message.timeout.ms`. Records already handed to a broker may still land after that; the
+//! `capstan.epoch` header lets a consumer drop them (docs/event-format.md, "Replays and owner
+//! changes").
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -93,14 +95,46 @@ pub(crate) async fn await_delivery(
     }
 }
 
+/// How often a publish waiting for acknowledgements asks its fence again.
+const FENCE_POLL: Duration = Duration::from_millis(50);
+
+/// Waits for one delivery report. With a `fence`, asks it every [`FENCE_POLL`] meanwhile:
+/// when it fails, everything the producer still holds, queued or in flight, is purged
+/// (nothing more goes over the wire; a request already sent may still be appended) and the
+/// publish ends [`SinkError::OwnershipLost`] instead of waiting up to `message.timeout.ms`.
+async fn await_fenced(
+    producer: &FutureProducer,
+    delivery: DeliveryFuture,
+    fence: Option<&Fence>,
+) -> Result<(), SinkError> {
+    let Some(fence) = fence else {
+        return await_delivery(producer, delivery).await;
+    };
+    let wait = await_delivery(producer, delivery);
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            biased;
+            done = &mut wait => return done,
+            () = tokio::time::sleep(FENCE_POLL) => {
+                if !fence() {
+                    producer.purge(PurgeConfig::default().queue().inflight());
+                    return Err(SinkError::OwnershipLost);
+                }
+            }
+        }
+    }
+}
+
 /// librdkafka's fatal error code, when the producer is unusable.
 pub(crate) fn fatal_code(producer: &FutureProducer) -> Option<RDKafkaErrorCode> {
     producer.client().fatal_error().map(|(code, _)| code)
 }
 
 /// Enqueues every record in order and waits for every acknowledgement. With a `fence`, each
-/// record is enqueued only while it holds; when it fails, the unsent rest of the queue is
-/// purged and the publish ends [`SinkError::OwnershipLost`].
+/// record is enqueued only while it holds, and the wait for acknowledgements asks it too
+/// ([`await_fenced`]); when it fails, what the producer holds unsent is purged and the
+/// publish ends [`SinkError::OwnershipLost`].
 pub(crate) async fn send_all(
     producer: &FutureProducer,
     batch: &[KafkaRecord],
@@ -123,7 +157,7 @@ pub(crate) async fn send_all(
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                     fr = back;
                     match pending.pop_front() {
-                        Some(oldest) => await_delivery(producer, oldest).await?,
+                        Some(oldest) => await_fenced(producer, oldest, fence).await?,
                         None => tokio::time::sleep(Duration::from_millis(10)).await,
                     }
                 }
@@ -132,7 +166,7 @@ pub(crate) async fn send_all(
         }
     }
     for delivery in pending {
-        await_delivery(producer, delivery).await?;
+        await_fenced(producer, delivery, fence).await?;
     }
     Ok(())
 }
