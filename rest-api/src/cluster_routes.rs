@@ -64,6 +64,7 @@ pub(crate) async fn add_member(
         (status = 400, description = "the id is not a number", body = ApiError),
         (status = 401, description = "missing or wrong bearer token", body = ApiError),
         (status = 404, description = "no such member", body = ApiError),
+        (status = 409, description = "the member is the Raft leader (`member_is_leader`)", body = ApiError),
         (status = 503, description = "no quorum", body = ApiError)),
     security(("bearer" = [])))]
 pub(crate) async fn remove_member(

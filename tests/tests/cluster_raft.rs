@@ -296,6 +296,25 @@ fn workers_join_and_leave_at_runtime() {
         .send(leader, Method::DELETE, "/cluster/members/99", None)
         .unwrap();
     assert_eq!(code, 404);
+
+    // the leader is not removed in one step (openraft's core panicked on it): refused, asked
+    // on the leader or on a follower, and the cluster keeps working through both
+    for via in [leader, follower] {
+        let (code, resp) = c
+            .send(
+                via,
+                Method::DELETE,
+                &format!("/cluster/members/{leader}"),
+                None,
+            )
+            .unwrap();
+        assert_eq!(code, 409, "{resp}");
+        assert_eq!(resp["error_code"], "member_is_leader", "{resp}");
+    }
+    create(&c, leader, "after-refusal");
+    create(&c, follower, "after-refusal-via-follower");
+    let (_, health) = c.get(leader, "/health").unwrap();
+    assert_eq!(health["status"], "ok", "{health}");
 }
 
 #[test]

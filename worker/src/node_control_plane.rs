@@ -287,6 +287,17 @@ impl ControlPlane for NodeControlPlane {
                 )
                 .await;
         }
+        if id == self.node.id {
+            // openraft 0.9's core on the leader panicked on this change and left the node a
+            // zombie that still named itself leader: refused instead
+            return Err(ApiError::conflict(
+                "member_is_leader",
+                format!(
+                    "member {id} is the raft leader: stop that worker (SIGTERM) so another is \
+                     elected, then remove it"
+                ),
+            ));
+        }
         self.node.remove_member(id).await.map_err(write_error)
     }
 
