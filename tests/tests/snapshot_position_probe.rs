@@ -418,6 +418,9 @@ struct Run {
     t_transactions: usize,
 }
 
+/// Observations per method the checks ask for (`iterations > 1000`).
+const MIN_ROUNDS: usize = 1000;
+
 /// Runs the writers while one reader cycles through `methods` (one observation each per
 /// round, so every method sees the same load), then checks every observation against the
 /// writers' GTID logs. With `rotate`, an admin session rotates the binlog at that interval
@@ -470,8 +473,13 @@ async fn probe(db: &DbEnv, flavor: Flavor, methods: &[Method], rotate: Option<Du
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut timings = Timings::default();
     let mut observations = Vec::new();
+    // the planned duration, and then on until every method has more than MIN_ROUNDS
+    // observations (a loaded machine observes fewer per second), within three times it
     let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
+    let hard_deadline = Instant::now() + Duration::from_secs(3 * secs);
+    let mut rounds = 0;
+    while Instant::now() < deadline || (rounds <= MIN_ROUNDS && Instant::now() < hard_deadline) {
+        rounds += 1;
         for &m in methods {
             let obs = observe(&mut reader, flavor, &schema, m, n_writers, &mut timings).await;
             observations.push(obs);
