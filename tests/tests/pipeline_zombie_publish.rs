@@ -6,7 +6,9 @@
 //! one batch of 2,000 records, and the owner freezes (SIGSTOP) right after the lease check of
 //! the batch's 1,000th record. Its lease runs out, another worker takes over at a higher epoch
 //! and publishes the whole transaction again, then an update of every row. Then the frozen
-//! owner is resumed (SIGCONT): a zombie in the middle of its batch of inserts.
+//! owner is resumed (SIGCONT): a zombie in the middle of its batch of inserts, whose lease
+//! renewal is confirmed before its publishing thread goes on (the fault point waits for it;
+//! CI once saw that order let a zombie pass 159 more lease checks).
 //!
 //! What must hold, read by a plain rdkafka consumer in topic order:
 //! - no record the zombie would have enqueued after its last passed lease check lands: every
@@ -220,6 +222,14 @@ fn a_zombie_owner_resumed_mid_batch_enqueues_nothing_past_its_lease_check() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert!(ended.contains("lease_expired"), "{ended}");
+    // the race that matters happened: the zombie's lease renewal was confirmed before its
+    // publishing thread went on (a renewed lease must not revive the deposed runner)
+    let log = cluster.log(victim);
+    let goes_on = log
+        .lines()
+        .find(|l| l.contains("the stopped thread goes on"))
+        .unwrap_or_else(|| panic!("no resume line:\n{}", cluster.log_tail(victim)));
+    assert!(goes_on.contains("renewed=true"), "{goes_on}");
     std::thread::sleep(Duration::from_secs(3));
 
     let landed = read_all(&bootstrap, &topic, 3 * ROWS as usize);

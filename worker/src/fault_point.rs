@@ -142,8 +142,47 @@ fn armed(point: FaultPoint) {
                 .arg(std::process::id().to_string())
                 .status();
             tracing::warn!(point = %a.point, ok = stopped.is_ok_and(|s| s.success()), "fault injection: continued after stop");
+            // the frozen thread is the last to run again: the process's lease renewal, which
+            // wakes with it, is confirmed first (or RESUME_WAIT_NAPS pass). That order once let a
+            // resumed owner go on publishing under its renewed lease
+            // (the stop can take effect a moment after `kill` returned, so the wait is counted
+            // in naps taken, not by a clock that also runs while the process is stopped)
+            let renewed = LEASE_CONFIRMATIONS.load(Ordering::Relaxed);
+            let wait = || {
+                for _ in 0..RESUME_WAIT_NAPS {
+                    if LEASE_CONFIRMATIONS.load(Ordering::Relaxed) != renewed {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            };
+            // on a multi-threaded runtime, hand this worker's queued tasks (the renewal among
+            // them) to another thread while this one waits
+            match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+                Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+                    tokio::task::block_in_place(wait);
+                }
+                _ => wait(),
+            }
+            tracing::warn!(
+                point = %a.point,
+                renewed = LEASE_CONFIRMATIONS.load(Ordering::Relaxed) > renewed,
+                "fault injection: the stopped thread goes on"
+            );
         }
     }
+}
+
+/// How long a thread frozen by `/stop` waits, once the process is continued, for a lease
+/// renewal to be confirmed: at most this many naps of 5 ms (5 s).
+const RESUME_WAIT_NAPS: u32 = 1_000;
+
+/// Lease renewals confirmed in this process (see [`lease_confirmed`]).
+static LEASE_CONFIRMATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a confirmed lease renewal: a thread resumed after `/stop` waits for the next one.
+pub fn lease_confirmed() {
+    LEASE_CONFIRMATIONS.fetch_add(1, Ordering::Relaxed);
 }
 
 #[cfg(test)]

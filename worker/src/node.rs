@@ -301,9 +301,19 @@ impl Node {
     /// True while this node has reached a quorum within its lease: the condition for acting
     /// as a pipeline owner.
     pub fn holds_lease(&self) -> bool {
+        self.lease_term().is_some()
+    }
+
+    /// The term of the lease this node holds, if it holds one (see [`OwnerLease`]).
+    pub fn lease_term(&self) -> Option<u64> {
+        self.lease.lock().ok().and_then(|l| l.term(Instant::now()))
+    }
+
+    /// True while this node holds its lease without a break since `term` began.
+    pub fn holds_lease_term(&self, term: u64) -> bool {
         self.lease
             .lock()
-            .map(|l| l.is_valid(Instant::now()))
+            .map(|l| l.holds_term(term, Instant::now()))
             .unwrap_or(false)
     }
 
@@ -451,8 +461,9 @@ async fn renew_once(node: Arc<Node>, _in_flight: tokio::sync::OwnedRwLockReadGua
     match tokio::time::timeout(node.config.lease, renewal).await {
         Ok(Ok(_)) => {
             if let Ok(mut l) = node.lease.lock() {
-                l.confirmed(sent);
+                l.confirmed(sent, Instant::now());
             }
+            crate::fault_point::lease_confirmed();
         }
         Ok(Err(e)) => debug!(node = node.id, error = %e, "lease renewal failed"),
         Err(_) => debug!(

@@ -62,6 +62,9 @@ pub struct PipelineRunner {
     pub(super) metrics: Arc<Metrics>,
     pub(super) name: String,
     pub(super) epoch: Epoch,
+    /// The term of this node's lease the runner started in: it may act only while that term
+    /// lasts (a lease renewed after a break does not revive it; see `OwnerLease`).
+    pub(super) lease_term: u64,
     pub(super) spec: CheckedPipelineSpec,
 }
 
@@ -69,12 +72,12 @@ pub struct PipelineRunner {
 type Step<T> = Result<T, RunnerExit>;
 
 impl PipelineRunner {
-    /// A runner for `name` at `epoch`.
+    /// A runner for `name` at `epoch`, acting within the lease term `lease_term`.
     pub fn new(
         node: Arc<Node>,
         metrics: Arc<Metrics>,
         name: String,
-        epoch: Epoch,
+        (epoch, lease_term): (Epoch, u64),
         spec: CheckedPipelineSpec,
     ) -> Self {
         PipelineRunner {
@@ -82,6 +85,7 @@ impl PipelineRunner {
             metrics,
             name,
             epoch,
+            lease_term,
             spec,
         }
     }
@@ -96,12 +100,18 @@ impl PipelineRunner {
         // error it then met: a deposed owner neither halts nor retries the pipeline
         let outcome = match outcome {
             RunnerExit::Failed { .. } | RunnerExit::Retry { .. } if !self.still_owner() => {
-                let code = if self.node.holds_lease() {
+                let code = if self.node.holds_lease_term(self.lease_term) {
                     "stale_epoch"
                 } else {
                     "lease_expired"
                 };
                 RunnerExit::Fenced { code: code.into() }
+            }
+            // stopped because its lease broke (the supervisor stops such runners): fenced
+            RunnerExit::Stopped if !self.node.holds_lease_term(self.lease_term) => {
+                RunnerExit::Fenced {
+                    code: "lease_expired".into(),
+                }
             }
             other => other,
         };
@@ -318,9 +328,10 @@ impl PipelineRunner {
         }
     }
 
-    /// This node holds its lease and still owns the pipeline at this runner's epoch.
+    /// This node holds its lease (in the runner's term) and still owns the pipeline at this
+    /// runner's epoch.
     fn still_owner(&self) -> bool {
-        self.node.holds_lease()
+        self.node.holds_lease_term(self.lease_term)
             && self.node.state.read(|s| {
                 s.pipeline(&self.name)
                     .is_some_and(|r| r.owner() == Some(self.node.id) && r.epoch() == self.epoch)
@@ -328,12 +339,14 @@ impl PipelineRunner {
     }
 
     /// The at-least-once publisher's fence, asked before every record is enqueued: it holds
-    /// while this node holds its lease (ADR-0004: an owner without a valid lease publishes
-    /// nothing), so a batch stops mid-way when the lease runs out during it.
+    /// while this node holds its lease without a break since the runner started (ADR-0004: an
+    /// owner without a valid lease publishes nothing), so a batch stops mid-way when the lease
+    /// runs out during it, and a frozen owner that renews on waking stays stopped.
     pub(super) fn publish_fence(&self) -> Fence {
         let node = self.node.clone();
+        let term = self.lease_term;
         Arc::new(move || {
-            let holds = node.holds_lease();
+            let holds = node.holds_lease_term(term);
             if holds {
                 FaultPoint::PublishLeaseChecked.hit();
             }
@@ -342,7 +355,7 @@ impl PipelineRunner {
     }
 
     pub(super) fn require_lease(&self) -> Step<()> {
-        if self.node.holds_lease() {
+        if self.node.holds_lease_term(self.lease_term) {
             Ok(())
         } else {
             Err(RunnerExit::Fenced {

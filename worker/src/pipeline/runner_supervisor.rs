@@ -34,6 +34,8 @@ type Incarnation = (Epoch, u64);
 #[derive(Debug)]
 struct Running {
     key: Incarnation,
+    /// The lease term it started in: after a break in the lease it is stopped.
+    term: u64,
     started: Instant,
     stop: watch::Sender<bool>,
     handle: JoinHandle<RunnerExit>,
@@ -42,13 +44,15 @@ struct Running {
 /// Runs until `stop` turns true (or the node stops), then stops every runner.
 pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Receiver<bool>) {
     let mut runners: HashMap<String, Running> = HashMap::new();
+    let mut stopping: Vec<(String, Running)> = Vec::new();
     let mut halted: HashMap<String, Incarnation> = HashMap::new();
     let mut retry: RetrySchedule<Incarnation> = RetrySchedule::default();
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while !node.is_stopping() && !*stop.borrow() {
         tick.tick().await;
-        let lease = node.holds_lease();
+        let term = node.lease_term();
+        let lease = term.is_some();
         let state = node.state.snapshot();
         let mut wanted: HashMap<String, Incarnation> = HashMap::new();
         let mut idle: Vec<(String, Epoch, RunnerState)> = Vec::new();
@@ -82,47 +86,59 @@ pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Rece
         // stop what is no longer wanted (moved, paused, lease lost) or changed incarnation
         let names: Vec<String> = runners.keys().cloned().collect();
         for name in names {
-            let keep = runners
-                .get(&name)
-                .is_some_and(|r| wanted.get(&name) == Some(&r.key) && !r.handle.is_finished());
+            let keep = runners.get(&name).is_some_and(|r| {
+                wanted.get(&name) == Some(&r.key) && term == Some(r.term) && !r.handle.is_finished()
+            });
             if keep {
                 continue;
             }
             if let Some(r) = runners.remove(&name) {
-                let key = r.key;
                 let _ = r.stop.send(true);
-                let exit = match tokio::time::timeout(Duration::from_secs(1), r.handle).await {
-                    Ok(Ok(exit)) => exit,
-                    Ok(Err(_)) => RunnerExit::failed("runner_crashed"),
-                    Err(_) => RunnerExit::Stopped,
-                };
-                info!(pipeline = %name, epoch = key.0, exit = ?exit, "runner ended");
-                match exit {
-                    RunnerExit::Failed { .. } => {
-                        halted.insert(name, key);
-                    }
-                    RunnerExit::Retry { code, .. } => {
-                        let (attempt, delay) =
-                            retry.on_retry(&name, &key, r.started.elapsed(), Instant::now());
-                        info!(
-                            pipeline = %name,
-                            epoch = key.0,
-                            code = %code,
-                            attempt,
-                            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                            "pipeline retries after a backoff"
-                        );
-                    }
-                    RunnerExit::Stopped | RunnerExit::Fenced { .. } => {}
-                }
+                stopping.push((name, r));
             }
         }
+        // a stopped runner ends at its next await (or at its next lease check, when a thread of
+        // it is held up): its exit is reported when it has really ended, and no new runner of
+        // the pipeline starts before that
+        let mut still = Vec::new();
+        for (name, r) in stopping.drain(..) {
+            if !r.handle.is_finished() {
+                still.push((name, r));
+                continue;
+            }
+            let key = r.key;
+            let exit = r
+                .handle
+                .await
+                .unwrap_or_else(|_| RunnerExit::failed("runner_crashed"));
+            info!(pipeline = %name, epoch = key.0, exit = ?exit, "runner ended");
+            match exit {
+                RunnerExit::Failed { .. } => {
+                    halted.insert(name, key);
+                }
+                RunnerExit::Retry { code, .. } => {
+                    let (attempt, delay) =
+                        retry.on_retry(&name, &key, r.started.elapsed(), Instant::now());
+                    info!(
+                        pipeline = %name,
+                        epoch = key.0,
+                        code = %code,
+                        attempt,
+                        delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        "pipeline retries after a backoff"
+                    );
+                }
+                RunnerExit::Stopped | RunnerExit::Fenced { .. } => {}
+            }
+        }
+        stopping = still;
 
         // start what is wanted and not running (unless that incarnation halted, or backs off
         // after a transient fault)
         retry.retain(|name| wanted.contains_key(name));
         for (name, key) in wanted {
             if runners.contains_key(&name)
+                || stopping.iter().any(|(n, _)| *n == name)
                 || halted.get(&name) == Some(&key)
                 || !retry.may_start(&name, &key, Instant::now())
             {
@@ -151,15 +167,22 @@ pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Rece
                     .await;
                 continue;
             };
-            info!(pipeline = %name, epoch = key.0, "starting runner");
+            let Some(term) = term else { continue };
+            info!(pipeline = %name, epoch = key.0, lease_term = term, "starting runner");
             let (stop, stop_rx) = watch::channel(false);
-            let runner =
-                PipelineRunner::new(node.clone(), metrics.clone(), name.clone(), key.0, spec);
+            let runner = PipelineRunner::new(
+                node.clone(),
+                metrics.clone(),
+                name.clone(),
+                (key.0, term),
+                spec,
+            );
             let handle = tokio::spawn(runner.run(stop_rx));
             runners.insert(
                 name,
                 Running {
                     key,
+                    term,
                     started: Instant::now(),
                     stop,
                     handle,
@@ -169,7 +192,7 @@ pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Rece
 
         // report paused / stopped for owned idle pipelines (best effort, epoch-fenced)
         for (name, epoch, state) in idle {
-            if runners.contains_key(&name) {
+            if runners.contains_key(&name) || stopping.iter().any(|(n, _)| *n == name) {
                 continue;
             }
             let _ = node
@@ -183,7 +206,7 @@ pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Rece
                 .await;
         }
     }
-    for (_, r) in runners {
+    for (_, r) in runners.into_iter().chain(stopping) {
         let _ = r.stop.send(true);
         let _ = tokio::time::timeout(Duration::from_secs(2), r.handle).await;
     }
