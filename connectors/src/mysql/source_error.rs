@@ -190,6 +190,17 @@ impl SourceError {
         }
     }
 
+    /// True when the pipeline should be started again after a backoff rather than halted:
+    /// a transient fault, or the reconnect budget used up against a server that is down or
+    /// restarting (the source gives up; a later start may well succeed).
+    pub fn retry_later(&self) -> bool {
+        self.is_transient()
+            || matches!(
+                self,
+                SourceError::StreamStalled { .. } | SourceError::CommandRetriesExhausted { .. }
+            )
+    }
+
     pub(crate) fn io(e: &std::io::Error) -> Self {
         SourceError::Io {
             kind: format!("{:?}", e.kind()).to_lowercase(),

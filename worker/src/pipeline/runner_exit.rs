@@ -57,12 +57,7 @@ impl RunnerExit {
     /// past the reconnect budget, restarting, closing the stream) is retried, the rest halt.
     pub fn from_source(e: &SourceError) -> Self {
         let (code, detail) = (e.code().to_string(), format!("source: {e}"));
-        // the reconnect budget used up against a server that is down or restarting
-        let budget_spent = matches!(
-            e,
-            SourceError::StreamStalled { .. } | SourceError::CommandRetriesExhausted { .. }
-        );
-        if e.is_transient() || budget_spent {
+        if e.retry_later() {
             RunnerExit::Retry { code, detail }
         } else {
             RunnerExit::Failed {
