@@ -255,6 +255,22 @@ impl Cluster {
             == Some('T')
     }
 
+    /// The peak resident set size of worker `id`'s process so far (`VmHWM` in `/proc`), while
+    /// it runs.
+    pub fn peak_rss_bytes(&self, id: u64) -> Option<u64> {
+        let pid = self.workers[&id].pid()?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kib * 1024)
+    }
+
     /// Waits for worker `id` to exit on its own, up to `timeout`.
     pub fn wait_exit(&mut self, id: u64, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;

@@ -300,6 +300,8 @@ impl BinlogSource {
     fn admit(&mut self, output: AssemblerOutput) -> Option<AssemblerOutput> {
         let (gtid, also, completes) = match &output {
             AssemblerOutput::Transaction(t) => (&t.gtid, t.also_covers.as_slice(), true),
+            // a part of an open transaction: deduplicated, never covered
+            AssemblerOutput::Slice(t) => (&t.gtid, &[][..], false),
             AssemblerOutput::PositionAdvanced { gtid, also_covers } => {
                 (gtid, also_covers.as_slice(), true)
             }

@@ -54,6 +54,17 @@ pub struct Change {
 }
 
 impl Change {
+    /// Bytes the change holds (both images), for byte budgets: an estimate of the memory it
+    /// takes, not of its encoded size.
+    pub fn approximate_bytes(&self) -> usize {
+        std::mem::size_of::<Change>()
+            + [&self.before, &self.after]
+                .into_iter()
+                .flatten()
+                .map(Row::approximate_bytes)
+                .sum::<usize>()
+    }
+
     /// The image that identifies the row: `after` for inserts and updates, `before` for
     /// deletes.
     pub fn current_image(&self) -> Option<&Row> {

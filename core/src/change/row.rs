@@ -47,6 +47,14 @@ impl Row {
         &self.columns
     }
 
+    /// Bytes the row holds (its values and what they point to; the shared column names are
+    /// not counted), for byte budgets.
+    pub fn approximate_bytes(&self) -> usize {
+        std::mem::size_of::<Row>()
+            + self.values.capacity() * std::mem::size_of::<Value>()
+            + self.values.iter().map(Value::heap_bytes).sum::<usize>()
+    }
+
     /// Values in table order.
     pub fn values(&self) -> &[Value] {
         &self.values

@@ -48,6 +48,10 @@ pub struct Transaction {
     pub committed_at_micros: u64,
     /// Row changes in binlog order.
     pub changes: Vec<Change>,
+    /// The index, within the whole source transaction, of `changes[0]`: 0 unless earlier
+    /// changes of the transaction were handed out before it as slices (a transaction larger
+    /// than the assembler's slice budget; see `AssemblerOutput::Slice`).
+    pub first_change: u64,
     /// True when some row events of this transaction were dropped by the table filter.
     pub partially_filtered: bool,
     /// Further GTIDs that processing this transaction covers besides `gtid`: the XA PREPARE
@@ -63,6 +67,7 @@ impl fmt::Debug for Transaction {
             .field("gtid", &self.gtid.to_string())
             .field("committed_at_micros", &self.committed_at_micros)
             .field("changes", &self.changes.len())
+            .field("first_change", &self.first_change)
             .field("partially_filtered", &self.partially_filtered)
             .field("also_covers", &self.also_covers.len())
             .finish()

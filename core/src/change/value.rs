@@ -82,6 +82,19 @@ pub enum Value {
 }
 
 impl Value {
+    /// Bytes this value holds on the heap (its text, bytes or elements), for byte budgets.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Value::Decimal(s) | Value::Enum(s) | Value::Set(s) | Value::Json(s) => s.capacity(),
+            Value::Text { bytes, .. } | Value::Bytes(bytes) | Value::Bit { bytes, .. } => {
+                bytes.capacity()
+            }
+            Value::Geometry { wkb, .. } => wkb.capacity(),
+            Value::Vector(v) => v.capacity() * std::mem::size_of::<f32>(),
+            _ => 0,
+        }
+    }
+
     /// The kind of value, for diagnostics that must not show the value itself.
     pub fn kind(&self) -> &'static str {
         match self {

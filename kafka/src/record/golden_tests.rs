@@ -72,6 +72,7 @@ pub(super) fn tx(gno: u64, changes: Vec<Change>) -> Transaction {
         committed_at_micros: 1_699_999_999_456_789,
         changes,
         partially_filtered: false,
+        first_change: 0,
         also_covers: Vec::new(),
     }
 }
@@ -339,6 +340,54 @@ fn transaction_metadata_begin_and_end() {
         .map(|r| r.header_str(HEADER_RECORD).unwrap())
         .collect();
     assert_eq!(record_ids, vec!["0", "1", "2", "3", "4", "5"]);
+}
+
+#[test]
+fn a_transaction_built_in_parts_gives_the_records_of_the_whole() {
+    let items = TableId::new("shop", "items");
+    let changes = vec![
+        change(&orders(), Op::Insert, None, Some(order(1, "a")), &[0]),
+        change(
+            &items,
+            Op::Insert,
+            None,
+            Some(row(&["id"], vec![Value::Int(5)])),
+            &[0],
+        ),
+        // a key change: two events and a tombstone
+        change(
+            &orders(),
+            Op::Update,
+            Some(order(2, "b")),
+            Some(order(3, "b")),
+            &[0],
+        ),
+        change(&orders(), Op::Delete, Some(order(1, "a")), None, &[0]),
+    ];
+    for txn_topic in [false, true] {
+        let b = builder(true, txn_topic);
+        let whole = b
+            .transaction_records(&tx(11, changes.clone()), &coords(), &ctx())
+            .unwrap();
+        // cut as the assembler may: [0..1] [1..3] [3..4], and with an empty last part
+        for cuts in [vec![0, 1, 3, 4], vec![0, 2, 4, 4]] {
+            let mut progress = TransactionProgress::default();
+            let mut parts = Vec::new();
+            for w in cuts.windows(2) {
+                let mut part = tx(11, changes[w[0]..w[1]].to_vec());
+                part.first_change = w[0] as u64;
+                let last = w[1] == changes.len() && w == cuts.windows(2).last().unwrap();
+                parts.extend(
+                    b.transaction_part_records(&part, &mut progress, last, &coords(), &ctx())
+                        .unwrap(),
+                );
+            }
+            assert!(
+                parts == whole,
+                "parts {cuts:?} (transaction topic {txn_topic})"
+            );
+        }
+    }
 }
 
 #[test]

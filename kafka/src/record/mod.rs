@@ -24,6 +24,7 @@ pub use record_builder::{
     BinlogCoordinates, RecordBuilder, RecordContext, RecordOptions, SnapshotChunk,
     SCHEMA_CHANGE_POSITION_PREFIX, SOURCE_VERSION,
 };
+pub use record_emitter::TransactionProgress;
 pub(crate) use topic_template::check_topic_name;
 pub use topic_template::{
     sanitize_topic_part, TopicTemplate, DEFAULT_TOPIC_TEMPLATE, MAX_TOPIC_LEN,

@@ -25,7 +25,7 @@ use super::envelope::{
     TransactionBlock, TransactionEvent, TransactionKey,
 };
 use super::kafka_record::KafkaRecord;
-use super::record_emitter::{image, key_object, missing, serialize, Emitter};
+use super::record_emitter::{image, key_object, missing, serialize, Emitter, TransactionProgress};
 use super::topic_template::TopicTemplate;
 use crate::SinkError;
 
@@ -167,14 +167,35 @@ impl RecordBuilder {
         coordinates: &BinlogCoordinates<'_>,
         ctx: &RecordContext<'_>,
     ) -> Result<Vec<KafkaRecord>, SinkError> {
-        if tx.changes.is_empty() {
+        let mut progress = TransactionProgress::default();
+        self.transaction_part_records(tx, &mut progress, true, coordinates, ctx)
+    }
+
+    /// The records of one part of a transaction handed out in parts (slices, then its last
+    /// part, `last`), going on from `progress`: the parts' records together are exactly the
+    /// records of the whole transaction. `tx.first_change` numbers the rows.
+    pub fn transaction_part_records(
+        &self,
+        tx: &Transaction,
+        progress: &mut TransactionProgress,
+        last: bool,
+        coordinates: &BinlogCoordinates<'_>,
+        ctx: &RecordContext<'_>,
+    ) -> Result<Vec<KafkaRecord>, SinkError> {
+        if tx.changes.is_empty() && !(last && progress.begun) {
             return Ok(Vec::new());
         }
         let gtid = tx.gtid.to_string();
         let commit_ms = tx.committed_at_micros / 1000;
-        let mut em = Emitter::new(*ctx, gtid.clone(), self.options.max_record_bytes);
-        if let Some(topic) = &self.options.transaction_topic {
-            let key = serialize(&TransactionKey { id: &gtid }, &tx.changes[0].table)?;
+        let mut em =
+            Emitter::new(*ctx, gtid.clone(), self.options.max_record_bytes).resume(progress);
+        if let (Some(topic), Some(change), false) = (
+            &self.options.transaction_topic,
+            tx.changes.first(),
+            progress.begun,
+        ) {
+            let table = &change.table;
+            let key = serialize(&TransactionKey { id: &gtid }, table)?;
             let begin = TransactionEvent {
                 status: "BEGIN",
                 id: &gtid,
@@ -182,18 +203,16 @@ impl RecordBuilder {
                 data_collections: None,
                 ts_ms: commit_ms,
             };
-            let value = serialize(&begin, &tx.changes[0].table)?;
-            em.push(
-                &tx.changes[0].table,
-                topic,
-                Some(key),
-                Some(value),
-                None,
-                commit_ms,
-            )?;
+            let value = serialize(&begin, table)?;
+            em.push(table, topic, Some(key), Some(value), None, commit_ms)?;
+        }
+        if let Some(change) = tx.changes.first() {
+            progress.begun = true;
+            progress.table.get_or_insert_with(|| change.table.clone());
         }
         let mut topics: Vec<(Arc<TableId>, String)> = Vec::new();
-        for (row_index, change) in tx.changes.iter().enumerate() {
+        let first = usize::try_from(tx.first_change).unwrap_or(usize::MAX);
+        for (i, change) in tx.changes.iter().enumerate() {
             let topic = match topics.iter().find(|(t, _)| **t == *change.table) {
                 Some((_, topic)) => topic.clone(),
                 None => {
@@ -206,15 +225,18 @@ impl RecordBuilder {
                 &mut em,
                 change,
                 &topic,
-                row_index,
+                first.saturating_add(i),
                 &gtid,
                 coordinates,
                 commit_ms,
             )?;
         }
-        if let Some(topic) = &self.options.transaction_topic {
-            let table = &tx.changes[0].table;
-            let key = serialize(&TransactionKey { id: &gtid }, table)?;
+        if let (Some(topic), Some(table), true) = (
+            &self.options.transaction_topic,
+            progress.table.clone(),
+            last,
+        ) {
+            let key = serialize(&TransactionKey { id: &gtid }, &table)?;
             let end = TransactionEvent {
                 status: "END",
                 id: &gtid,
@@ -230,10 +252,10 @@ impl RecordBuilder {
                 ),
                 ts_ms: commit_ms,
             };
-            let value = serialize(&end, table)?;
-            em.push(table, topic, Some(key), Some(value), None, commit_ms)?;
+            let value = serialize(&end, &table)?;
+            em.push(&table, topic, Some(key), Some(value), None, commit_ms)?;
         }
-        Ok(em.records)
+        Ok(em.finish(progress))
     }
 
     #[allow(clippy::too_many_arguments)]

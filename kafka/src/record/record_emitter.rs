@@ -13,12 +13,28 @@ use super::kafka_record::{
 use super::record_builder::RecordContext;
 use crate::SinkError;
 
+/// Where the records of a transaction handed out in parts stand after the parts so far: the
+/// record count (the `capstan.record` header goes on from it) and the counters of the
+/// `transaction` block. A fresh one (`Default`) for each transaction.
+#[derive(Clone, Debug, Default)]
+pub struct TransactionProgress {
+    records: usize,
+    total_order: u64,
+    collections: Vec<(String, u64)>,
+    /// A part with changes was emitted (and its BEGIN, with a transaction topic).
+    pub(super) begun: bool,
+    /// The table of the first change: the END event is serialized for it.
+    pub(super) table: Option<std::sync::Arc<TableId>>,
+}
+
 /// Per-call state: the records so far, the header values shared by all of them, and the
 /// running counters of the `transaction` block.
 pub(super) struct Emitter<'a> {
     pub(super) ctx: RecordContext<'a>,
     position: String,
     pub(super) records: Vec<KafkaRecord>,
+    /// Records of the same transaction emitted by earlier calls (its earlier parts).
+    earlier: usize,
     pub(super) total_order: u64,
     pub(super) collections: Vec<(String, u64)>,
     /// The producer's `message.max.bytes`: a larger record is refused here, by name.
@@ -32,9 +48,26 @@ impl<'a> Emitter<'a> {
             position,
             max_record_bytes,
             records: Vec::new(),
+            earlier: 0,
             total_order: 0,
             collections: Vec::new(),
         }
+    }
+
+    /// Goes on where the earlier parts of the same transaction left off.
+    pub(super) fn resume(mut self, progress: &mut TransactionProgress) -> Self {
+        self.earlier = progress.records;
+        self.total_order = progress.total_order;
+        self.collections = std::mem::take(&mut progress.collections);
+        self
+    }
+
+    /// Records where this call leaves off, for the next part, and returns the records.
+    pub(super) fn finish(self, progress: &mut TransactionProgress) -> Vec<KafkaRecord> {
+        progress.records = self.earlier + self.records.len();
+        progress.total_order = self.total_order;
+        progress.collections = self.collections;
+        self.records
     }
 
     fn headers(&self, row: Option<usize>) -> Vec<(String, Vec<u8>)> {
@@ -57,7 +90,7 @@ impl<'a> Emitter<'a> {
         }
         h.push((
             HEADER_RECORD.to_string(),
-            self.records.len().to_string().into_bytes(),
+            (self.earlier + self.records.len()).to_string().into_bytes(),
         ));
         h
     }

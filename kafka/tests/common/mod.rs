@@ -65,6 +65,7 @@ pub fn insert_tx(gno: u64, first_id: i64, rows: usize) -> Transaction {
         committed_at_micros: 1_700_000_000_000_000 + gno * 1000,
         changes,
         partially_filtered: false,
+        first_change: 0,
         also_covers: Vec::new(),
     }
 }

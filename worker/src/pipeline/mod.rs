@@ -4,6 +4,7 @@
 mod pipeline_runner;
 mod pipeline_spec;
 mod prepared_snapshot;
+mod record_encoder;
 mod retry_schedule;
 mod runner_deliver;
 mod runner_exit;
@@ -11,6 +12,7 @@ mod runner_sink;
 mod runner_snapshot;
 mod runner_start;
 mod runner_supervisor;
+mod sliced_transaction;
 mod snapshot_driver;
 mod table_run;
 mod weight_cache;

@@ -17,6 +17,15 @@
 //! after it, so that window is not re-published (the exactly-once offsets record carries the
 //! pair too).
 //!
+//! # Stages and budgets
+//!
+//! The source runs on a task of its own: it reads and decodes the binlog and, when no snapshot
+//! gates the stream, encodes the records too ([`RecordEncoder`]), so the next batch is built on
+//! the second core while this loop awaits the acknowledgements of the one before. What waits
+//! between the two is bounded by bytes ([`SOURCE_BUFFER_BYTES`]), a batch by
+//! [`MAX_BATCH_BYTES`], and a transaction larger than [`SLICE_BYTES`] comes in slices whose
+//! records are published as they come, the checkpoint moving only past its last part.
+//!
 //! # Fencing
 //!
 //! Before every publish and every Raft write the runner checks that its node still holds the
@@ -27,16 +36,19 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use capstan_connectors::mysql::{AssemblerConfig, AssemblerOutput, BinlogSource};
+use capstan_connectors::mysql::{AssemblerConfig, AssemblerOutput, BinlogSource, SourceError};
 use capstan_core::position::Position;
+use capstan_kafka::config::DeliveryMode;
 use capstan_kafka::publisher::Fence;
 use capstan_kafka::record::RecordBuilder;
+use capstan_kafka::SinkError;
 use capstan_raft_store::{Command, Epoch, Response, RunnerState};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::{info, warn};
 
 use super::pipeline_spec::CheckedPipelineSpec;
-use super::runner_deliver::Batch;
+use super::record_encoder::RecordEncoder;
+use super::runner_deliver::{Batch, Delivered, Payload};
 use super::runner_exit::RunnerExit;
 use super::snapshot_driver::SnapshotDriver;
 use crate::fault_point::FaultPoint;
@@ -51,9 +63,18 @@ pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 pub(super) const EXACTLY_ONCE_OP_TIMEOUT: Duration = Duration::from_secs(30);
 /// At most this many source transactions are published as one batch…
 pub const MAX_BATCH_TX: usize = 500;
-/// …and no more once the batch holds this many row changes (a single larger transaction
-/// is still published whole: the batch bounds memory, the transaction is the source's).
+/// …and no more once the batch holds this many row changes…
 pub const MAX_BATCH_ROWS: usize = 20_000;
+/// …or this many bytes of decoded changes (by `Change::approximate_bytes`).
+pub const MAX_BATCH_BYTES: usize = 16 << 20;
+/// A transaction holding more decoded changes than this is handed out by the source in slices
+/// of about this size (at-least-once delivery; see `AssemblerOutput::Slice`), so no stage
+/// holds a large transaction whole.
+pub const SLICE_BYTES: usize = 8 << 20;
+/// The decoded changes waiting between the source task and the publisher, at most.
+pub const SOURCE_BUFFER_BYTES: usize = 32 << 20;
+/// Bytes counted for an output without row changes.
+const OUTPUT_OVERHEAD_BYTES: usize = 256;
 
 /// One pipeline incarnation: a name, an owner epoch, a checked definition.
 #[derive(Debug)]
@@ -166,9 +187,15 @@ impl PipelineRunner {
             }
             _ => None,
         };
+        // exactly-once commits the offsets record with every batch: its transactions stay
+        // whole (a Kafka transaction could hold a source transaction's slices, but that is
+        // not built yet)
+        let slice_bytes =
+            (self.spec.sink.delivery == DeliveryMode::AtLeastOnce).then_some(SLICE_BYTES);
         let assembler = AssemblerConfig {
             filter: self.spec.tables.clone(),
             xa: self.spec.xa,
+            slice_bytes,
             ..AssemblerConfig::default()
         };
         let mut source = BinlogSource::start(self.spec.source.clone(), start, assembler)
@@ -183,7 +210,23 @@ impl PipelineRunner {
         }
         let mut options = self.spec.sink.record_options.clone();
         options.flavor = source.flavor();
-        let records = RecordBuilder::new(options);
+        let mut encoder = RecordEncoder::new(
+            RecordBuilder::new(options),
+            &self.name,
+            self.epoch,
+            self.spec.tables.clone(),
+        );
+        // with no snapshot to gate the stream, records are encoded on the source task, beside
+        // the publish of the batch before (the second core); a snapshot keeps encoding here,
+        // after its gate, for the rest of this incarnation
+        let mut source_encoder = snapshot.is_none().then(|| {
+            RecordEncoder::new(
+                encoder.builder().clone(),
+                &self.name,
+                self.epoch,
+                self.spec.tables.clone(),
+            )
+        });
         if snapshot.is_some() {
             self.report(RunnerState::Snapshotting).await?;
             info!(pipeline = %self.name, epoch = self.epoch, flavor = %source.flavor(), "snapshotting");
@@ -200,15 +243,31 @@ impl PipelineRunner {
         let mut processed: Position = source.position().clone();
         let mut delivered: Position = source.processed().clone();
         let mut committed = (processed.clone(), delivered.clone());
-        let (tx, mut rx) = mpsc::channel(256);
+        // what Kafka holds durably: a batch that ends inside a sliced transaction moves it not
+        let mut durable = committed.clone();
+        // bounded by bytes: each output holds permits for its decoded size until delivered
+        let budget = Arc::new(Semaphore::new(SOURCE_BUFFER_BYTES));
+        let (tx, mut rx) = mpsc::channel(4096);
+        let source_budget = budget.clone();
         let _source_task = AbortOnDrop(tokio::spawn(async move {
             loop {
-                let item = source
-                    .next()
-                    .await
-                    .map(|o| (o, source.position().clone(), source.processed().clone()));
+                let item = match source.next().await {
+                    Ok(output) => {
+                        let payload = match source_encoder.as_mut() {
+                            Some(encoder) => encode(encoder, output),
+                            None => Ok(Payload::Output(output)),
+                        };
+                        payload.map(|p| (p, source.position().clone(), source.processed().clone()))
+                    }
+                    Err(e) => Err(ItemError::Source(e)),
+                };
                 let end = item.is_err();
-                if tx.send(item).await.is_err() || end {
+                let bytes = item.as_ref().map_or(0, |(p, _, _)| payload_bytes(p));
+                let want = u32::try_from(bytes.min(SOURCE_BUFFER_BYTES)).unwrap_or(u32::MAX);
+                let Ok(permit) = source_budget.clone().acquire_many_owned(want).await else {
+                    break;
+                };
+                if tx.send((item, permit)).await.is_err() || end {
                     break;
                 }
             }
@@ -223,7 +282,8 @@ impl PipelineRunner {
             // checkpoint: held back behind a pending MariaDB prepare (ADR-0008), the checkpoint
             // would keep a chunk waiting while later changes of its rows were gated, and
             // suppressed, past its G
-            if let Some(driver) = snapshot.as_mut() {
+            // no chunk is read inside a sliced transaction: its parts are gated alike
+            if let Some(driver) = snapshot.as_mut().filter(|_| !encoder.inside_transaction()) {
                 let backlog = !rx.is_empty();
                 if driver.chunk_due_in(backlog) == Some(Duration::ZERO) {
                     let ready = driver
@@ -236,7 +296,7 @@ impl PipelineRunner {
                             ready,
                         };
                         self.deliver(
-                            &records,
+                            &mut encoder,
                             &mut sink,
                             batch,
                             &processed,
@@ -259,12 +319,15 @@ impl PipelineRunner {
                     // take whatever else is already waiting, up to a bound, and publish it as
                     // one batch: one round of acknowledgements instead of one per transaction
                     let mut items = Vec::new();
-                    let mut rows = 0;
+                    let mut permits = Vec::new();
+                    let (mut rows, mut bytes) = (0, 0);
                     let mut next = Some(item);
-                    while let Some(item) = next.take() {
-                        let (output, position, handed_out) = match item {
+                    while let Some((item, permit)) = next.take() {
+                        permits.push(permit);
+                        let (payload, position, handed_out) = match item {
                             Ok(ok) => ok,
-                            Err(e) => {
+                            Err(ItemError::Record(e)) => return Err(RunnerExit::from_sink(&e)),
+                            Err(ItemError::Source(e)) => {
                                 if e.code() == "data_gap" {
                                     if let Some(driver) = snapshot.as_ref() {
                                         self.snapshot_mark_lost(driver).await;
@@ -274,25 +337,34 @@ impl PipelineRunner {
                                 return Err(RunnerExit::from_source(&e));
                             }
                         };
-                        rows += change_count(&output);
+                        rows += payload_rows(&payload);
+                        bytes += payload_bytes(&payload);
                         processed = position;
-                        items.push((output, handed_out.clone()));
+                        items.push((payload, handed_out.clone()));
                         delivered = handed_out;
-                        if items.len() < MAX_BATCH_TX && rows < MAX_BATCH_ROWS {
+                        if items.len() < MAX_BATCH_TX
+                            && rows < MAX_BATCH_ROWS
+                            && bytes < MAX_BATCH_BYTES
+                        {
                             next = rx.try_recv().ok();
                         }
                     }
                     since_commit += items.len() as u64;
                     let batch = Batch { items, ready: None };
-                    self.deliver(
-                        &records,
-                        &mut sink,
-                        batch,
-                        &processed,
-                        &delivered,
-                        snapshot.as_mut(),
-                    )
-                    .await?;
+                    let outcome = self
+                        .deliver(
+                            &mut encoder,
+                            &mut sink,
+                            batch,
+                            &processed,
+                            &delivered,
+                            snapshot.as_mut(),
+                        )
+                        .await?;
+                    drop(permits);
+                    if outcome == Delivered::Durable {
+                        durable = (processed.clone(), delivered.clone());
+                    }
                 }
                 _ = tick.tick() => {}
                 _ = tokio::time::sleep(wait) => {}
@@ -313,15 +385,16 @@ impl PipelineRunner {
             }
             let due = since_commit >= CHECKPOINT_EVERY_TX
                 || (since_commit > 0 && last_commit.elapsed() >= CHECKPOINT_EVERY);
-            if due && (&processed, &delivered) != (&committed.0, &committed.1) {
+            if due && durable != committed {
+                let (position, handed_out) = durable.clone();
                 self.owner_write(Command::CommitCheckpoint {
                     pipeline: self.name.clone(),
                     epoch: self.epoch,
-                    position: processed.clone(),
-                    processed: (delivered != processed).then(|| delivered.clone()),
+                    processed: (handed_out != position).then(|| handed_out.clone()),
+                    position,
                 })
                 .await?;
-                committed = (processed.clone(), delivered.clone());
+                committed = durable.clone();
                 since_commit = 0;
                 last_commit = Instant::now();
             }
@@ -399,12 +472,50 @@ impl PipelineRunner {
     }
 }
 
-/// Row changes an output carries.
-fn change_count(output: &AssemblerOutput) -> usize {
-    match output {
-        AssemblerOutput::Transaction(tx) => tx.changes.len(),
-        _ => 0,
+/// Why the source task stopped.
+#[derive(Debug)]
+enum ItemError {
+    /// The source halted.
+    Source(SourceError),
+    /// An output could not be encoded (a record too large, a value that cannot be JSON).
+    Record(SinkError),
+}
+
+/// Encodes an output on the source task.
+fn encode(encoder: &mut RecordEncoder, output: AssemblerOutput) -> Result<Payload, ItemError> {
+    let output = encoder.admit(output);
+    let encoded = encoder
+        .encode(&output, now_ms())
+        .map_err(ItemError::Record)?;
+    Ok(Payload::Encoded {
+        encoded,
+        inside_transaction: encoder.inside_transaction(),
+    })
+}
+
+/// Row changes a payload carries.
+fn payload_rows(payload: &Payload) -> usize {
+    match payload {
+        Payload::Output(AssemblerOutput::Transaction(tx) | AssemblerOutput::Slice(tx)) => {
+            tx.changes.len()
+        }
+        Payload::Output(_) => 0,
+        Payload::Encoded { encoded, .. } => usize::try_from(encoded.rows).unwrap_or(usize::MAX),
     }
+}
+
+/// The bytes a payload counts against the byte budgets: its decoded changes, or its records.
+fn payload_bytes(payload: &Payload) -> usize {
+    OUTPUT_OVERHEAD_BYTES
+        + match payload {
+            Payload::Output(AssemblerOutput::Transaction(tx) | AssemblerOutput::Slice(tx)) => tx
+                .changes
+                .iter()
+                .map(capstan_core::change::Change::approximate_bytes)
+                .sum::<usize>(),
+            Payload::Output(_) => 0,
+            Payload::Encoded { encoded, .. } => encoded.bytes(),
+        }
 }
 
 /// Aborts the task when dropped (the runner stopped, or failed).

@@ -2,8 +2,7 @@
 //! runs, with a chunk at the point its position is processed) turned into records, published
 //! and acknowledged, with the chunk's Raft progress written around the publish.
 
-use capstan_connectors::mysql::{AssemblerOutput, TableFilter};
-use capstan_core::change::{SchemaChange, TableId};
+use capstan_connectors::mysql::AssemblerOutput;
 use capstan_core::position::Position;
 use capstan_core::snapshot::ReadyChunk;
 use capstan_kafka::record::{
@@ -12,6 +11,7 @@ use capstan_kafka::record::{
 use capstan_raft_store::Command;
 
 use super::pipeline_runner::{now_ms, PipelineRunner};
+use super::record_encoder::{Encoded, RecordEncoder};
 use super::runner_exit::RunnerExit;
 use super::runner_sink::RunnerSink;
 use super::snapshot_driver::{ChunkRows, SnapshotDriver};
@@ -20,28 +20,38 @@ use crate::fault_point::FaultPoint;
 
 type Step<T> = Result<T, RunnerExit>;
 
-/// True when a schema change concerns what the pipeline captures: a captured table, or (for a
-/// database-level statement) a database the capture list names.
-fn ddl_is_captured(filter: &TableFilter, change: &SchemaChange) -> bool {
-    let Some(schema) = change.schema.as_deref() else {
-        return matches!(filter, TableFilter::All);
-    };
-    match change.table.as_deref() {
-        Some(table) => filter.admits(&TableId::new(schema, table)),
-        None => match filter {
-            TableFilter::All | TableFilter::AllExcept(_) => true,
-            TableFilter::Only(tables) => tables.iter().any(|t| t.schema == schema),
-        },
-    }
-}
-
 /// One batch for [`PipelineRunner::deliver`]: stream outputs with the processed position
 /// after each (every transaction handed out; ahead of the checkpoint only while a MariaDB
 /// prepare is pending), which a waiting chunk is published at, and a chunk already due
 /// before the first of them.
 pub(super) struct Batch {
-    pub(super) items: Vec<(AssemblerOutput, Position)>,
+    pub(super) items: Vec<(Payload, Position)>,
     pub(super) ready: Option<ReadyChunk<ChunkRows>>,
+}
+
+/// One stream output as the runner receives it from its source task.
+#[derive(Debug)]
+pub(super) enum Payload {
+    /// To be gated (while a snapshot runs) and encoded here.
+    Output(AssemblerOutput),
+    /// Already encoded on the source task (no snapshot gates the stream).
+    Encoded {
+        /// Its records.
+        encoded: Encoded,
+        /// A transaction handed out in slices is still open after it.
+        inside_transaction: bool,
+    },
+}
+
+/// How a delivered batch ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Delivered {
+    /// Published and acknowledged (exactly-once: committed) up to the batch's position.
+    Durable,
+    /// Inside a transaction handed out in slices: its records so far are published (in
+    /// exactly-once mode, into the still open Kafka transaction), and the checkpoint may not
+    /// move until its last part is.
+    InsideTransaction,
 }
 
 impl PipelineRunner {
@@ -52,18 +62,21 @@ impl PipelineRunner {
     /// Raft before the publish, its `pk_cursor` after.
     pub(super) async fn deliver(
         &self,
-        records: &RecordBuilder,
+        encoder: &mut RecordEncoder,
         sink: &mut RunnerSink,
         batch_in: Batch,
         position: &Position,
         processed: &Position,
         mut snapshot: Option<&mut SnapshotDriver>,
-    ) -> Step<()> {
+    ) -> Step<Delivered> {
+        let now = now_ms();
         let ctx = RecordContext {
             pipeline: &self.name,
             epoch: self.epoch,
-            now_ms: now_ms(),
+            now_ms: now,
         };
+        let records = encoder.builder().clone();
+        let records = &records;
         let coordinates = BinlogCoordinates {
             server_id: 0,
             file: "",
@@ -76,12 +89,31 @@ impl PipelineRunner {
             batch.extend(self.chunk_records(records, chunk, driver, &ctx, &coordinates)?);
         }
         if let Some(driver) = snapshot.as_deref_mut() {
+            let outputs = items.iter().filter_map(|(p, _)| match p {
+                Payload::Output(o) => Some(o),
+                Payload::Encoded { .. } => None,
+            });
             driver
-                .resolve_weights(items.iter().map(|(o, _)| o))
+                .resolve_weights(outputs)
                 .await
                 .map_err(RunnerExit::failed)?;
         }
-        for (output, after) in items {
+        let mut inside_transaction = false;
+        for (payload, after) in items {
+            let output = match payload {
+                Payload::Encoded {
+                    encoded,
+                    inside_transaction: inside,
+                } => {
+                    rows += encoded.rows;
+                    transactions += encoded.transactions;
+                    last_commit_micros = encoded.committed_at_micros.or(last_commit_micros);
+                    batch.extend(encoded.records);
+                    inside_transaction = inside;
+                    continue;
+                }
+                Payload::Output(output) => encoder.admit(output),
+            };
             // a transaction outside the waiting chunk's G: the chunk goes first
             let before = snapshot.as_deref_mut().and_then(|d| d.take_before(&output));
             if let (Some(chunk), Some(driver)) = (before, snapshot.as_deref()) {
@@ -92,30 +124,14 @@ impl PipelineRunner {
                 Some(driver) => driver.gate(output).map_err(RunnerExit::failed)?,
                 None => output,
             };
-            match &output {
-                AssemblerOutput::Transaction(tx) => {
-                    rows += tx.changes.len() as u64;
-                    transactions += 1;
-                    last_commit_micros = Some(tx.committed_at_micros);
-                    let records = records
-                        .transaction_records(tx, &coordinates, &ctx)
-                        .map_err(|e| RunnerExit::from_sink(&e))?;
-                    batch.extend(records);
-                }
-                // a DDL of a captured table (or of a captured table's database) goes to the
-                // schema-change topic, in binlog order with the rows around it
-                AssemblerOutput::SchemaChange { change, gtid, .. }
-                    if ddl_is_captured(&self.spec.tables, change) =>
-                {
-                    let records = records
-                        .schema_change_records(change, gtid, &coordinates, &ctx)
-                        .map_err(|e| RunnerExit::from_sink(&e))?;
-                    batch.extend(records);
-                }
-                // filtered transactions and other DDL only advance the position
-                AssemblerOutput::SchemaChange { .. } | AssemblerOutput::PositionAdvanced { .. } => {
-                }
-            }
+            let encoded = encoder
+                .encode(&output, now)
+                .map_err(|e| RunnerExit::from_sink(&e))?;
+            rows += encoded.rows;
+            transactions += encoded.transactions;
+            last_commit_micros = encoded.committed_at_micros.or(last_commit_micros);
+            batch.extend(encoded.records);
+            inside_transaction = encoder.inside_transaction();
             // the chunk whose position this transaction completed
             let due = snapshot.as_deref_mut().and_then(|d| d.take_ready(&after));
             if let (Some(chunk), Some(driver)) = (due, snapshot.as_deref()) {
@@ -132,9 +148,13 @@ impl PipelineRunner {
         }
         self.require_lease()?;
         let bytes: u64 = batch.iter().map(|r| r.approximate_size() as u64).sum();
-        sink.publish(batch, position, processed, kafka_progress)
-            .await
-            .map_err(|e| RunnerExit::from_sink(&e))?;
+        let delivered = if inside_transaction {
+            sink.publish_part(batch).await
+        } else {
+            sink.publish(batch, position, processed, kafka_progress)
+                .await
+        };
+        delivered.map_err(|e| RunnerExit::from_sink(&e))?;
         self.metrics
             .record_published(&self.name, rows, transactions, bytes);
         if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref_mut()) {
@@ -156,7 +176,11 @@ impl PipelineRunner {
             let lag = now_ms().saturating_sub(committed / 1000) as f64 / 1000.0;
             self.metrics.set_lag_seconds(&self.name, lag);
         }
-        Ok(())
+        Ok(if inside_transaction {
+            Delivered::InsideTransaction
+        } else {
+            Delivered::Durable
+        })
     }
 
     /// The records of a chunk: its rows (`op: r`), then the table's completion marker after

@@ -40,6 +40,21 @@ impl RunnerSink {
         }
     }
 
+    /// Publishes the records of a part of a transaction the source hands out in slices,
+    /// without moving the checkpoint. At-least-once only: an exactly-once pipeline holds every
+    /// transaction whole (its slice budget is off), since its Kafka transaction commits the
+    /// offsets record with each batch.
+    pub async fn publish_part(&mut self, records: Vec<KafkaRecord>) -> Result<(), SinkError> {
+        match self {
+            RunnerSink::AtLeastOnce(_) if records.is_empty() => Ok(()),
+            RunnerSink::AtLeastOnce(p) => p.publish(records).await,
+            RunnerSink::ExactlyOnce(..) => Err(SinkError::TransactionFailed {
+                kafka_code: "sliced_transaction_unsupported".into(),
+                retriable: false,
+            }),
+        }
+    }
+
     /// Publishes `records`, which bring the checkpoint to `position` and the processed
     /// position to `processed` (ahead of it only while a MariaDB XA prepare is pending,
     /// ADR-0008). In exactly-once mode the batch and the offsets record naming both commit

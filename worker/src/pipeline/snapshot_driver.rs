@@ -11,7 +11,7 @@ use capstan_connectors::mysql::snapshot::{
     Chunk, ChunkPrefetch, KeyPart, SnapshotReader, SnapshotTable,
 };
 use capstan_connectors::mysql::{AssemblerOutput, ValidSourceConfig};
-use capstan_core::change::{Change, Op, Row, SchemaChange, TableId};
+use capstan_core::change::{Change, Op, Row, SchemaChange, TableId, Transaction};
 use capstan_core::position::Position;
 use capstan_core::snapshot::{
     ChunkSizer, ReadyChunk, RowKeys, SessionError, SnapshotKey, SnapshotSession, TableStatus,
@@ -319,7 +319,7 @@ impl SnapshotDriver {
     /// its position G does not cover (see [`SnapshotSession::take_before`]).
     pub fn take_before(&mut self, next: &AssemblerOutput) -> Option<ReadyChunk<ChunkRows>> {
         let gtid = match next {
-            AssemblerOutput::Transaction(tx) => &tx.gtid,
+            AssemblerOutput::Transaction(tx) | AssemblerOutput::Slice(tx) => &tx.gtid,
             AssemblerOutput::SchemaChange { gtid, .. }
             | AssemblerOutput::PositionAdvanced { gtid, .. } => gtid,
         };
@@ -341,7 +341,7 @@ impl SnapshotDriver {
     ) -> Result<(), Halt> {
         let mut needed: HashMap<Column, HashSet<Vec<u8>>> = HashMap::new();
         for output in outputs {
-            let AssemblerOutput::Transaction(tx) = output else {
+            let (AssemblerOutput::Transaction(tx) | AssemblerOutput::Slice(tx)) = output else {
                 continue;
             };
             for change in &tx.changes {
@@ -378,35 +378,43 @@ impl SnapshotDriver {
     /// on a table being snapshotted halts.
     pub fn gate(&mut self, output: AssemblerOutput) -> Result<AssemblerOutput, Halt> {
         match output {
-            AssemblerOutput::Transaction(mut tx) => {
-                if !tx
-                    .changes
-                    .iter()
-                    .any(|c| self.session.gate().is_gated(&c.table))
-                {
-                    return Ok(AssemblerOutput::Transaction(tx));
-                }
-                let changes = std::mem::take(&mut tx.changes);
-                let mut kept = Vec::with_capacity(changes.len());
-                for change in changes {
-                    if !self.session.gate().is_gated(&change.table) {
-                        kept.push(change);
-                        continue;
-                    }
-                    let verdict = self.verdict(&change)?;
-                    if verdict != capstan_core::snapshot::Verdict::Forward {
-                        self.suppressed += 1;
-                    }
-                    kept.extend(verdict.apply(change));
-                }
-                tx.changes = kept;
-                Ok(AssemblerOutput::Transaction(tx))
+            AssemblerOutput::Transaction(tx) => {
+                self.gate_changes(tx).map(AssemblerOutput::Transaction)
             }
+            // a slice is gated like a whole transaction: no chunk is read while one is open
+            AssemblerOutput::Slice(tx) => self.gate_changes(tx).map(AssemblerOutput::Slice),
             AssemblerOutput::SchemaChange { ref change, .. } if self.touches_gated(change) => {
                 Err("snapshot_schema_drifted")
             }
             other => Ok(other),
         }
+    }
+
+    /// Removes the suppressed changes of a transaction (or slice) and cuts key-changing
+    /// updates where the gate says so.
+    fn gate_changes(&mut self, mut tx: Transaction) -> Result<Transaction, Halt> {
+        if !tx
+            .changes
+            .iter()
+            .any(|c| self.session.gate().is_gated(&c.table))
+        {
+            return Ok(tx);
+        }
+        let changes = std::mem::take(&mut tx.changes);
+        let mut kept = Vec::with_capacity(changes.len());
+        for change in changes {
+            if !self.session.gate().is_gated(&change.table) {
+                kept.push(change);
+                continue;
+            }
+            let verdict = self.verdict(&change)?;
+            if verdict != capstan_core::snapshot::Verdict::Forward {
+                self.suppressed += 1;
+            }
+            kept.extend(verdict.apply(change));
+        }
+        tx.changes = kept;
+        Ok(tx)
     }
 
     fn touches_gated(&self, change: &SchemaChange) -> bool {

@@ -112,6 +112,10 @@ pub struct AssemblerConfig {
     pub require_full_metadata: bool,
     /// Row decoder switches.
     pub decode: DecodeOptions,
+    /// Hand out a transaction in slices of about this many bytes of decoded changes
+    /// ([`AssemblerOutput::Slice`]) instead of holding it whole; `None` (the default) holds
+    /// every transaction whole.
+    pub slice_bytes: Option<usize>,
 }
 
 impl Default for AssemblerConfig {
@@ -122,6 +126,7 @@ impl Default for AssemblerConfig {
             keep_ddl_statement: false,
             require_full_metadata: true,
             decode: DecodeOptions::default(),
+            slice_bytes: None,
         }
     }
 }
@@ -143,6 +148,13 @@ pub enum AssemblerOutput {
         /// True if `gtid` is fully processed with this output.
         completes_transaction: bool,
     },
+    /// Changes of a transaction still open, handed out early because it holds more than
+    /// [`AssemblerConfig::slice_bytes`]: they are committed (the server wrote the whole
+    /// transaction before any of it reached the binlog) but processing them covers nothing.
+    /// More slices may follow; the transaction's last changes come as a
+    /// [`AssemblerOutput::Transaction`] whose `first_change` counts what went before. A
+    /// restart before that replays the whole transaction. Never for an XA transaction.
+    Slice(Transaction),
     /// A committed transaction with nothing to deliver (every change filtered, or no row
     /// change at all): the position advances over `gtid`.
     PositionAdvanced {
@@ -165,6 +177,10 @@ struct Open {
     gtid: TransactionGtid,
     committed_at_micros: u64,
     changes: Vec<Change>,
+    /// What `changes` holds, by [`Change::approximate_bytes`].
+    bytes: usize,
+    /// Changes already handed out as slices.
+    handed_out: u64,
     tables: HashMap<u64, Mapped>,
     filtered: bool,
     xa: bool,
@@ -314,7 +330,7 @@ impl TransactionAssembler {
             Event::MariadbGtid(g) => self.mariadb_gtid(g),
             Event::Query(q) => self.query(&q.schema, &q.statement, out),
             Event::TableMap(schema) => self.table_map(schema),
-            Event::Rows(mut rows) => self.rows(&mut rows),
+            Event::Rows(mut rows) => self.rows(&mut rows, out),
             Event::Xid => self.commit(out),
             Event::XaPrepare { one_phase, xid } => match &self.state {
                 State::Open(open) if open.xid.is_some_and(|x| x != xid) => {
@@ -563,6 +579,7 @@ impl TransactionAssembler {
                 committed_at_micros,
                 changes: prepared.changes,
                 partially_filtered: prepared.filtered,
+                first_change: 0,
                 also_covers,
             }));
         } else {
@@ -597,7 +614,8 @@ impl TransactionAssembler {
         Ok(())
     }
 
-    fn rows(&mut self, rows: &mut RowsEvent) -> Result<(), Halt> {
+    fn rows(&mut self, rows: &mut RowsEvent, out: &mut Vec<AssemblerOutput>) -> Result<(), Halt> {
+        let slice_bytes = self.config.slice_bytes;
         let State::Open(open) = &mut self.state else {
             return Err(Halt::RowsWithoutTransaction);
         };
@@ -613,21 +631,40 @@ impl TransactionAssembler {
             }
             Some(Mapped::Captured(s)) => Arc::clone(s),
         };
+        // over the budget: what is held goes out as a slice before this event's rows (an XA
+        // transaction is never sliced: it may be pooled, or resolve to nothing)
+        if slice_bytes.is_some_and(|limit| open.bytes >= limit) && !open.xa {
+            let changes = std::mem::take(&mut open.changes);
+            let first_change = open.handed_out;
+            open.handed_out += changes.len() as u64;
+            open.bytes = 0;
+            out.push(AssemblerOutput::Slice(Transaction {
+                gtid: open.gtid.clone(),
+                committed_at_micros: open.committed_at_micros,
+                changes,
+                partially_filtered: open.filtered,
+                first_change,
+                also_covers: Vec::new(),
+            }));
+        }
         let op = match rows.kind {
             RowsKind::Write => Op::Insert,
             RowsKind::Update => Op::Update,
             RowsKind::Delete => Op::Delete,
         };
         let changes = &mut open.changes;
+        let bytes = &mut open.bytes;
         let opts = &self.config.decode;
         let mut push = |before, after| {
-            changes.push(Change {
+            let change = Change {
                 table: Arc::clone(&schema.table),
                 op,
                 before: full_row(&schema, before)?,
                 after: full_row(&schema, after)?,
                 key: Arc::clone(&schema.key),
-            });
+            };
+            *bytes += change.approximate_bytes();
+            changes.push(change);
             Ok(())
         };
         // decoded ahead by the reader task against this very table map: the same rows, or
@@ -646,7 +683,9 @@ impl TransactionAssembler {
             return Err(Halt::CommitWithoutTransaction);
         };
         let open = *open;
-        if open.changes.is_empty() {
+        // a sliced transaction always ends as a Transaction (its last part, which is not
+        // empty unless the rows event after the cut decoded to no row)
+        if open.changes.is_empty() && open.handed_out == 0 {
             out.push(AssemblerOutput::PositionAdvanced {
                 gtid: open.gtid,
                 also_covers: Vec::new(),
@@ -657,6 +696,7 @@ impl TransactionAssembler {
                 committed_at_micros: open.committed_at_micros,
                 changes: open.changes,
                 partially_filtered: open.filtered,
+                first_change: open.handed_out,
                 also_covers: Vec::new(),
             }));
         }
@@ -672,6 +712,8 @@ impl Open {
             gtid,
             committed_at_micros,
             changes: Vec::new(),
+            bytes: 0,
+            handed_out: 0,
             tables: HashMap::new(),
             filtered: false,
             xa: xa.is_some(),

@@ -317,3 +317,86 @@ fn payload_events_fold_through() {
     .unwrap();
     assert!(matches!(out.as_slice(), [AssemblerOutput::Transaction(t)] if t.changes.len() == 3));
 }
+
+fn sliced(bytes: usize) -> AssemblerConfig {
+    AssemblerConfig {
+        slice_bytes: Some(bytes),
+        ..lax()
+    }
+}
+
+/// The kind of a part, the index of its first change and its change count.
+fn part_of(out: &AssemblerOutput) -> (&'static str, u64, usize) {
+    match out {
+        AssemblerOutput::Slice(t) => ("slice", t.first_change, t.changes.len()),
+        AssemblerOutput::Transaction(t) => ("transaction", t.first_change, t.changes.len()),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_transaction_over_the_slice_budget_comes_in_slices_then_its_last_part() {
+    let (tm, rows) = table_map_and_rows();
+    let mut a = TransactionAssembler::new(sliced(1));
+    let events = vec![
+        gtid(5),
+        q("BEGIN"),
+        tm,
+        rows.clone(),
+        rows.clone(),
+        rows,
+        Event::Xid,
+    ];
+    let out = run(&mut a, events).unwrap();
+    let parts: Vec<_> = out.iter().map(part_of).collect();
+    // cut before each further rows event, never after the last: the last part is not empty
+    assert_eq!(
+        parts,
+        vec![("slice", 0, 3), ("slice", 3, 3), ("transaction", 6, 3)]
+    );
+    for o in &out {
+        let (AssemblerOutput::Slice(t) | AssemblerOutput::Transaction(t)) = o else {
+            unreachable!()
+        };
+        assert_eq!(t.gtid.to_string(), "3e11fa47-71ca-11e1-9e33-c80aa9429562:5");
+        assert_eq!(t.committed_at_micros, 1_000_000);
+    }
+}
+
+#[test]
+fn a_transaction_under_the_budget_and_an_unset_budget_stay_whole() {
+    for config in [sliced(1 << 20), lax()] {
+        let (tm, rows) = table_map_and_rows();
+        let mut a = TransactionAssembler::new(config);
+        let events = vec![gtid(5), q("BEGIN"), tm, rows.clone(), rows, Event::Xid];
+        let out = run(&mut a, events).unwrap();
+        let parts: Vec<_> = out.iter().map(part_of).collect();
+        assert_eq!(parts, vec![("transaction", 0, 6)]);
+    }
+}
+
+#[test]
+fn an_xa_transaction_is_never_sliced() {
+    let (tm, rows) = table_map_and_rows();
+    let mut a = TransactionAssembler::new(AssemblerConfig {
+        xa: super::XaMode::track(),
+        ..sliced(1)
+    });
+    let x = "X'01',X'',1";
+    let mut events = vec![
+        gtid(4),
+        q(&format!("XA START {x}")),
+        tm,
+        rows.clone(),
+        rows,
+        q(&format!("XA END {x}")),
+        Event::XaPrepare {
+            one_phase: false,
+            xid: XidKey::new(1, &[1], b""),
+        },
+    ];
+    events.extend([gtid(5), q(&format!("XA COMMIT {x}"))]);
+    let out = run(&mut a, events).unwrap();
+    let parts: Vec<_> = out.iter().map(part_of).collect();
+    assert_eq!(parts, vec![("transaction", 0, 6)]);
+}

@@ -1,0 +1,262 @@
+//! A transaction far larger than any stage's byte budget streams through in slices (issue
+//! 14): one UPDATE of 2,097,152 rows, published by an owner whose peak RSS stays under
+//! 512 MiB, killed with SIGKILL in the middle of the transaction; the next owner replays it
+//! from the checkpoint (which never moved inside it) under the same budget, and the topic then
+//! holds every row's update from the new owner, each exactly once.
+//!
+//! Before slicing, the owner held the whole transaction decoded and then every record of it:
+//! about 2.5 KiB per row change, 5 GB for this one.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod load_common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use capstan_tests::cluster::Cluster;
+use capstan_tests::{kafka, mysql, unique_name};
+use load_common::consumer_from_start;
+use mysql_async::prelude::*;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+const SETTLE: Duration = Duration::from_secs(30);
+/// 2^21 rows, one UPDATE.
+const DOUBLINGS: u32 = 21;
+const ROWS: u64 = 1 << DOUBLINGS;
+/// The owner's peak resident set, at most.
+const RSS_BUDGET: u64 = 512 << 20;
+/// The owner is killed once the topic holds this many records of the update.
+const KILL_AFTER: i64 = 300_000;
+/// A generous bound on publishing the whole transaction (debug build, loaded machine).
+const PUBLISH_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// Records in `topic` (the sum of its partitions' high watermarks).
+fn records_in(consumer: &BaseConsumer, topic: &str, partitions: &[i32]) -> i64 {
+    partitions
+        .iter()
+        .map(|&p| {
+            consumer
+                .fetch_watermarks(topic, p, Duration::from_secs(5))
+                .map(|(_, high)| high)
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+fn header<'m>(m: &'m rdkafka::message::BorrowedMessage<'_>, name: &str) -> &'m str {
+    m.headers()
+        .and_then(|h| h.iter().find(|x| x.key == name).and_then(|x| x.value))
+        .map(|v| std::str::from_utf8(v).unwrap())
+        .unwrap_or_else(|| panic!("no {name} header"))
+}
+
+#[test]
+fn a_two_million_row_transaction_streams_in_slices_under_the_memory_budget_across_a_kill() {
+    let Some(db) = mysql() else { return };
+    let Some(kafka) = kafka() else { return };
+    let bootstrap = kafka.bootstrap_servers().to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let schema = unique_name("large_tx");
+    rt.block_on(async {
+        let mut conn = db.admin_conn().await;
+        conn.query_drop(format!(
+            "CREATE DATABASE `{schema}`; CREATE TABLE `{schema}`.t \
+             (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, pad VARCHAR(64) NOT NULL); \
+             INSERT INTO `{schema}`.t VALUES (0, 0, REPEAT('p', 40))"
+        ))
+        .await
+        .unwrap();
+        for i in 0..DOUBLINGS {
+            let n = 1u64 << i;
+            conn.query_drop(format!(
+                "INSERT INTO `{schema}`.t SELECT id + {n}, v, pad FROM `{schema}`.t"
+            ))
+            .await
+            .unwrap();
+        }
+    });
+    let Some(mut cluster) = Cluster::start(3) else {
+        return;
+    };
+    let leader = cluster.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
+    let prefix = unique_name("lt");
+    let definition = json!({
+        "name": "lt",
+        "source": {
+            "host": db.host, "port": db.port, "user": db.user, "password": db.password,
+            "tls": {"mode": "verify_none"},
+            "server_id": 8100 + std::process::id() % 90, "flavor": "mysql"
+        },
+        "tables": {"include": [format!("{schema}.t")]},
+        "kafka": {"bootstrap_servers": bootstrap, "topic_prefix": prefix},
+        "start_position": "current"
+    });
+    let (s, b) = cluster
+        .send(leader, Method::POST, "/pipelines", Some(&definition))
+        .unwrap();
+    assert_eq!(s, 201, "{b}");
+    cluster
+        .send(leader, Method::PUT, "/pipelines/lt/resume", None)
+        .unwrap();
+    let (first, first_epoch) = cluster
+        .wait_until(SETTLE, |c| {
+            c.pipeline_owner(leader, "lt")
+                .filter(|(_, _, s)| s == "streaming")
+                .map(|(o, e, _)| (o, e))
+        })
+        .expect("streaming");
+    let checkpoint_before = cluster.pipeline_status(leader, "lt").unwrap()["position"].clone();
+
+    rt.block_on(async {
+        db.admin_conn()
+            .await
+            .query_drop(format!("UPDATE `{schema}`.t SET v = v + 1"))
+            .await
+            .unwrap();
+    });
+    // the topic exists once the first slice is published
+    let topic = format!("{prefix}.{schema}.t");
+    let consumer = consumer_from_start_when_created(&bootstrap, &topic);
+    let partitions: Vec<i32> = consumer
+        .fetch_metadata(Some(&topic), Duration::from_secs(10))
+        .unwrap()
+        .topics()[0]
+        .partitions()
+        .iter()
+        .map(|p| p.id())
+        .collect();
+    let deadline = Instant::now() + PUBLISH_TIMEOUT;
+    while records_in(&consumer, &topic, &partitions) < KILL_AFTER {
+        assert!(
+            Instant::now() < deadline,
+            "the first owner published too little"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let first_rss = cluster.peak_rss_bytes(first).expect("the owner runs");
+    // the checkpoint does not move inside the transaction
+    assert_eq!(
+        cluster.pipeline_status(leader, "lt").unwrap()["position"],
+        checkpoint_before
+    );
+    cluster.kill9(first);
+    // what the first owner landed (the new owner needs a lease to pass before it publishes)
+    std::thread::sleep(Duration::from_millis(300));
+    let published_by_first = records_in(&consumer, &topic, &partitions);
+    assert!(
+        published_by_first < ROWS as i64,
+        "killed in the middle of the transaction"
+    );
+    let via = [1, 2, 3].into_iter().find(|&w| w != first).unwrap();
+    let (second, second_epoch) = cluster
+        .wait_until(SETTLE * 2, |c| {
+            c.pipeline_owner(via, "lt")
+                .filter(|(o, e, s)| *o != first && *e > first_epoch && s == "streaming")
+                .map(|(o, e, _)| (o, e))
+        })
+        .unwrap_or_else(|| panic!("no takeover: {:?}", cluster.pipeline_status(via, "lt")));
+    let want_total = published_by_first + ROWS as i64;
+    let mut second_rss = 0;
+    while records_in(&consumer, &topic, &partitions) < want_total {
+        assert!(
+            Instant::now() < deadline,
+            "the new owner published {} of {ROWS}",
+            records_in(&consumer, &topic, &partitions) - published_by_first
+        );
+        second_rss = second_rss.max(cluster.peak_rss_bytes(second).unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    second_rss = second_rss.max(cluster.peak_rss_bytes(second).unwrap_or(0));
+    eprintln!(
+        "peak rss: first owner {} MiB (killed after {published_by_first} records), new owner {} MiB",
+        first_rss >> 20,
+        second_rss >> 20
+    );
+    assert!(
+        first_rss < RSS_BUDGET,
+        "first owner peak rss {} MiB",
+        first_rss >> 20
+    );
+    assert!(
+        second_rss < RSS_BUDGET,
+        "new owner peak rss {} MiB",
+        second_rss >> 20
+    );
+
+    // every row's update from the new owner, exactly once, numbered 0..ROWS in order
+    let mut records = BTreeSet::new();
+    let mut keys = BTreeSet::new();
+    let (mut from_first, mut other) = (0u64, 0u64);
+    let mut seen = 0i64;
+    let read_deadline = Instant::now() + Duration::from_secs(600);
+    while seen < want_total {
+        assert!(
+            Instant::now() < read_deadline,
+            "read {seen} of {want_total}"
+        );
+        let Some(Ok(m)) = consumer.poll(Duration::from_millis(500)) else {
+            continue;
+        };
+        seen += 1;
+        let epoch: u64 = header(&m, "capstan.epoch").parse().unwrap();
+        if epoch == first_epoch {
+            from_first += 1;
+            continue;
+        }
+        if epoch != second_epoch {
+            other += 1;
+            continue;
+        }
+        let record: u64 = header(&m, "capstan.record").parse().unwrap();
+        assert!(records.insert(record), "record {record} twice");
+        let key: Value = serde_json::from_slice(m.key().unwrap()).unwrap();
+        keys.insert(key["id"].as_u64().unwrap());
+    }
+    assert_eq!(other, 0, "records of a third epoch");
+    assert_eq!(from_first as i64, published_by_first);
+    assert_eq!(records.len() as u64, ROWS);
+    assert_eq!(records.first(), Some(&0));
+    assert_eq!(records.last(), Some(&(ROWS - 1)));
+    assert_eq!(keys.len() as u64, ROWS);
+    assert_eq!(keys.last(), Some(&(ROWS - 1)));
+    // the checkpoint moved past the transaction once its last part was acknowledged
+    let moved = cluster.wait_until(SETTLE, |c| {
+        let now = c.pipeline_status(via, "lt")?["position"].clone();
+        (now != checkpoint_before).then_some(())
+    });
+    assert!(
+        moved.is_some(),
+        "the checkpoint never moved past the update"
+    );
+}
+
+/// A consumer of `topic` from its start, once the topic exists.
+fn consumer_from_start_when_created(bootstrap: &str, topic: &str) -> BaseConsumer {
+    let deadline = Instant::now() + PUBLISH_TIMEOUT;
+    loop {
+        let probe: BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .create()
+            .unwrap();
+        let exists = probe
+            .fetch_metadata(Some(topic), Duration::from_secs(5))
+            .ok()
+            .is_some_and(|m| {
+                m.topics()
+                    .first()
+                    .is_some_and(|t| t.error().is_none() && !t.partitions().is_empty())
+            });
+        if exists {
+            return consumer_from_start(bootstrap, topic, "read_uncommitted");
+        }
+        assert!(Instant::now() < deadline, "the topic was never created");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}

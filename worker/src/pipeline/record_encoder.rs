@@ -1,0 +1,232 @@
+//! [`RecordEncoder`]: stream outputs → Kafka records, for one runner. Pure: the caller passes
+//! the processing time.
+//!
+//! It keeps the account of a transaction handed out in slices ([`SlicedTransaction`]), so it
+//! can run wherever the outputs pass first: on the source task, beside the publish of the
+//! previous batch, when no snapshot gates the stream; on the runner (after the gate) while
+//! one does.
+
+use capstan_connectors::mysql::{AssemblerOutput, TableFilter};
+use capstan_core::change::{SchemaChange, TableId};
+use capstan_kafka::record::{BinlogCoordinates, KafkaRecord, RecordBuilder, RecordContext};
+use capstan_kafka::SinkError;
+
+use super::sliced_transaction::SlicedTransaction;
+
+/// The records of one output and what they count for.
+#[derive(Debug, Default)]
+pub struct Encoded {
+    /// In publishing order.
+    pub records: Vec<KafkaRecord>,
+    /// Row changes encoded.
+    pub rows: u64,
+    /// Source transactions completed (0 or 1).
+    pub transactions: u64,
+    /// Commit time of the completed transaction, microseconds since the Unix epoch.
+    pub committed_at_micros: Option<u64>,
+}
+
+impl Encoded {
+    /// Bytes the records hold (for byte budgets and metrics).
+    pub fn bytes(&self) -> usize {
+        self.records.iter().map(KafkaRecord::approximate_size).sum()
+    }
+}
+
+/// Encodes the outputs of one runner's source, in order.
+#[derive(Debug)]
+pub struct RecordEncoder {
+    builder: RecordBuilder,
+    pipeline: String,
+    epoch: u64,
+    tables: TableFilter,
+    sliced: Option<SlicedTransaction>,
+}
+
+/// True when a schema change concerns what the pipeline captures: a captured table, or (for a
+/// database-level statement) a database the capture list names.
+pub fn ddl_is_captured(filter: &TableFilter, change: &SchemaChange) -> bool {
+    let Some(schema) = change.schema.as_deref() else {
+        return matches!(filter, TableFilter::All);
+    };
+    match change.table.as_deref() {
+        Some(table) => filter.admits(&TableId::new(schema, table)),
+        None => match filter {
+            TableFilter::All | TableFilter::AllExcept(_) => true,
+            TableFilter::Only(tables) => tables.iter().any(|t| t.schema == schema),
+        },
+    }
+}
+
+const COORDINATES: BinlogCoordinates<'static> = BinlogCoordinates {
+    server_id: 0,
+    file: "",
+    pos: 0,
+};
+
+impl RecordEncoder {
+    /// An encoder for `pipeline` at `epoch`, capturing `tables`.
+    pub fn new(builder: RecordBuilder, pipeline: &str, epoch: u64, tables: TableFilter) -> Self {
+        RecordEncoder {
+            builder,
+            pipeline: pipeline.to_string(),
+            epoch,
+            tables,
+            sliced: None,
+        }
+    }
+
+    /// The record builder (snapshot chunks are built with it too).
+    pub fn builder(&self) -> &RecordBuilder {
+        &self.builder
+    }
+
+    /// Trims a replayed part of a sliced transaction to what was not handed on yet (see
+    /// [`SlicedTransaction::admit`]); call before gating, then [`Self::encode`] the result.
+    pub fn admit(&mut self, output: AssemblerOutput) -> AssemblerOutput {
+        SlicedTransaction::admit(&mut self.sliced, output)
+    }
+
+    /// True while a transaction handed out in slices has not had its last part encoded.
+    pub fn inside_transaction(&self) -> bool {
+        self.sliced.is_some()
+    }
+
+    /// The records of an admitted (and, while a snapshot runs, gated) output: a transaction's
+    /// or a slice's changes, or a captured DDL statement's schema-change event; nothing for
+    /// the rest, which only advance the position.
+    pub fn encode(&mut self, output: &AssemblerOutput, now_ms: u64) -> Result<Encoded, SinkError> {
+        let ctx = RecordContext {
+            pipeline: &self.pipeline,
+            epoch: self.epoch,
+            now_ms,
+        };
+        let mut out = Encoded::default();
+        match output {
+            AssemblerOutput::Transaction(tx) | AssemblerOutput::Slice(tx) => {
+                let last = matches!(output, AssemblerOutput::Transaction(_));
+                out.rows = tx.changes.len() as u64;
+                out.records = match self.sliced.as_mut() {
+                    Some(open) => self.builder.transaction_part_records(
+                        tx,
+                        &mut open.records,
+                        last,
+                        &COORDINATES,
+                        &ctx,
+                    )?,
+                    None => self.builder.transaction_records(tx, &COORDINATES, &ctx)?,
+                };
+                if last {
+                    self.sliced = None;
+                    out.transactions = 1;
+                    out.committed_at_micros = Some(tx.committed_at_micros);
+                }
+            }
+            // a DDL of a captured table (or of a captured table's database) goes to the
+            // schema-change topic, in binlog order with the rows around it
+            AssemblerOutput::SchemaChange { change, gtid, .. }
+                if ddl_is_captured(&self.tables, change) =>
+            {
+                out.records =
+                    self.builder
+                        .schema_change_records(change, gtid, &COORDINATES, &ctx)?;
+            }
+            // filtered transactions and other DDL only advance the position
+            AssemblerOutput::SchemaChange { .. } | AssemblerOutput::PositionAdvanced { .. } => {}
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use capstan_core::change::{Change, Op, Row, Transaction, TransactionGtid, Value};
+    use capstan_core::position::Flavor;
+    use capstan_kafka::record::{RecordOptions, TopicTemplate, DEFAULT_TOPIC_TEMPLATE};
+
+    use super::*;
+
+    fn builder() -> RecordBuilder {
+        RecordBuilder::new(RecordOptions {
+            topics: TopicTemplate::parse("cdc", DEFAULT_TOPIC_TEMPLATE).unwrap(),
+            flavor: Flavor::Mysql,
+            tombstones_on_delete: true,
+            transaction_topic: Some("cdc.transaction".into()),
+            max_record_bytes: 1_000_000,
+        })
+    }
+
+    fn part(first: u64, ids: std::ops::Range<i64>) -> Transaction {
+        let table = Arc::new(TableId::new("db", "t"));
+        let columns: Arc<[String]> = Arc::from(vec!["id".to_string()]);
+        Transaction {
+            gtid: TransactionGtid::Mysql("3e11fa47-71ca-11e1-9e33-c80aa9429562:9".parse().unwrap()),
+            committed_at_micros: 5_000_000,
+            changes: ids
+                .map(|id| Change {
+                    table: table.clone(),
+                    op: Op::Insert,
+                    before: None,
+                    after: Some(Row::new(columns.clone(), vec![Value::Int(id)]).unwrap()),
+                    key: Arc::from(vec![0usize]),
+                })
+                .collect(),
+            partially_filtered: false,
+            first_change: first,
+            also_covers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn slices_replays_and_the_last_part_encode_as_the_whole_transaction_once() {
+        let mut whole = RecordEncoder::new(builder(), "p", 3, TableFilter::All);
+        let want = whole
+            .encode(&AssemblerOutput::Transaction(part(0, 0..6)), 42)
+            .unwrap();
+        assert_eq!((want.rows, want.transactions), (6, 1));
+        assert_eq!(want.committed_at_micros, Some(5_000_000));
+
+        let mut e = RecordEncoder::new(builder(), "p", 3, TableFilter::All);
+        let mut got = Vec::new();
+        let outputs = [
+            AssemblerOutput::Slice(part(0, 0..2)),
+            AssemblerOutput::Slice(part(2, 2..4)),
+            // the stream dropped: the source replays the transaction from its start
+            AssemblerOutput::Slice(part(0, 0..3)),
+            AssemblerOutput::Transaction(part(3, 3..6)),
+        ];
+        let mut inside = Vec::new();
+        let mut transactions = 0;
+        for output in outputs {
+            let output = e.admit(output);
+            let encoded = e.encode(&output, 42).unwrap();
+            transactions += encoded.transactions;
+            got.extend(encoded.records);
+            inside.push(e.inside_transaction());
+        }
+        assert_eq!(inside, vec![true, true, true, false]);
+        assert_eq!(transactions, 1);
+        assert!(got == want.records, "the parts' records are the whole's");
+    }
+
+    #[test]
+    fn only_captured_ddl_becomes_a_record() {
+        let gtid =
+            TransactionGtid::Mysql("3e11fa47-71ca-11e1-9e33-c80aa9429562:9".parse().unwrap());
+        let ddl = |schema: &str, table: &str| AssemblerOutput::SchemaChange {
+            change: SchemaChange {
+                kind: capstan_core::change::SchemaChangeKind::AlterTable,
+                schema: Some(schema.into()),
+                table: Some(table.into()),
+                statement: None,
+            },
+            gtid: gtid.clone(),
+            completes_transaction: true,
+        };
+        let mut e = RecordEncoder::new(builder(), "p", 3, TableFilter::only([("db", "t")]));
+        assert_eq!(e.encode(&ddl("db", "t"), 1).unwrap().records.len(), 1);
+        assert!(e.encode(&ddl("db", "u"), 1).unwrap().records.is_empty());
+    }
+}

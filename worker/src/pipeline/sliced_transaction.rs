@@ -1,0 +1,168 @@
+//! [`SlicedTransaction`]: the runner's account of a transaction the source hands out in
+//! slices (one larger than the assembler's slice budget). Pure.
+//!
+//! A slice's changes are published as they come; the checkpoint moves only past the
+//! transaction's last part. When the source's stream drops mid-transaction it replays the
+//! transaction from its first change: the changes already handed on are cut from the replayed
+//! parts, so nothing is published twice by the same runner. The record numbering
+//! (`capstan.record`, the `transaction` block) goes on across parts.
+
+use capstan_connectors::mysql::AssemblerOutput;
+use capstan_core::change::TransactionGtid;
+use capstan_kafka::record::TransactionProgress;
+
+/// The transaction being handed out in slices, as far as it was handed on.
+#[derive(Debug)]
+pub struct SlicedTransaction {
+    gtid: TransactionGtid,
+    /// Index (in the whole transaction, before gating) of the first change not handed on yet.
+    next_change: u64,
+    /// Where its records stand.
+    pub records: TransactionProgress,
+}
+
+impl SlicedTransaction {
+    /// Takes the next output of the source and gives it back trimmed to what was not handed
+    /// on yet. `open` is the sliced transaction in flight, if any: opened by a first slice,
+    /// kept while its last part (a `Transaction` of the same GTID) is handled; the caller
+    /// closes it (sets it to `None`) once the last part's records are built.
+    pub fn admit(open: &mut Option<SlicedTransaction>, output: AssemblerOutput) -> AssemblerOutput {
+        let (mut tx, last) = match output {
+            AssemblerOutput::Slice(tx) => (tx, false),
+            AssemblerOutput::Transaction(tx)
+                if open.as_ref().is_some_and(|s| s.gtid == tx.gtid) =>
+            {
+                (tx, true)
+            }
+            other => {
+                // a whole output ends any account of another transaction (a source that
+                // moved on can only have completed or abandoned it)
+                *open = None;
+                return other;
+            }
+        };
+        let end = tx.first_change + tx.changes.len() as u64;
+        match open {
+            Some(s) if s.gtid == tx.gtid => {
+                let handed_on = s.next_change.saturating_sub(tx.first_change);
+                let cut = usize::try_from(handed_on)
+                    .unwrap_or(usize::MAX)
+                    .min(tx.changes.len());
+                tx.changes.drain(..cut);
+                tx.first_change += cut as u64;
+                s.next_change = s.next_change.max(end);
+            }
+            _ => {
+                *open = Some(SlicedTransaction {
+                    gtid: tx.gtid.clone(),
+                    next_change: end,
+                    records: TransactionProgress::default(),
+                });
+            }
+        }
+        if last {
+            AssemblerOutput::Transaction(tx)
+        } else {
+            AssemblerOutput::Slice(tx)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use capstan_core::change::{Change, Op, Row, TableId, Transaction, Value};
+
+    use super::*;
+
+    fn gtid(gno: u64) -> TransactionGtid {
+        TransactionGtid::Mysql(
+            format!("3e11fa47-71ca-11e1-9e33-c80aa9429562:{gno}")
+                .parse()
+                .unwrap(),
+        )
+    }
+
+    fn part(gno: u64, first: u64, ids: std::ops::Range<i64>) -> Transaction {
+        let table = Arc::new(TableId::new("db", "t"));
+        let columns: Arc<[String]> = Arc::from(vec!["id".to_string()]);
+        Transaction {
+            gtid: gtid(gno),
+            committed_at_micros: 0,
+            changes: ids
+                .map(|id| Change {
+                    table: table.clone(),
+                    op: Op::Insert,
+                    before: None,
+                    after: Some(Row::new(columns.clone(), vec![Value::Int(id)]).unwrap()),
+                    key: Arc::from(vec![0usize]),
+                })
+                .collect(),
+            partially_filtered: false,
+            first_change: first,
+            also_covers: Vec::new(),
+        }
+    }
+
+    fn ids(p: &AssemblerOutput) -> (Vec<i64>, u64, bool) {
+        let (part, last) = match p {
+            AssemblerOutput::Slice(t) => (t, false),
+            AssemblerOutput::Transaction(t) => (t, true),
+            other => panic!("not a part: {other:?}"),
+        };
+        let ids = part
+            .changes
+            .iter()
+            .map(|c| match c.after.as_ref().unwrap().values()[0] {
+                Value::Int(i) => i,
+                _ => unreachable!(),
+            })
+            .collect();
+        (ids, part.first_change, last)
+    }
+
+    #[test]
+    fn slices_then_the_last_part_pass_as_they_are() {
+        let mut open = None;
+        let a = SlicedTransaction::admit(&mut open, AssemblerOutput::Slice(part(5, 0, 0..3)));
+        assert_eq!(ids(&a), (vec![0, 1, 2], 0, false));
+        let b = SlicedTransaction::admit(&mut open, AssemblerOutput::Slice(part(5, 3, 3..5)));
+        assert_eq!(ids(&b), (vec![3, 4], 3, false));
+        let c = SlicedTransaction::admit(&mut open, AssemblerOutput::Transaction(part(5, 5, 5..6)));
+        assert_eq!(ids(&c), (vec![5], 5, true));
+        assert!(
+            open.is_some(),
+            "closed by the caller once its records are built"
+        );
+    }
+
+    #[test]
+    fn a_replay_after_a_dropped_stream_is_cut_to_what_was_not_handed_on() {
+        let mut open = None;
+        SlicedTransaction::admit(&mut open, AssemblerOutput::Slice(part(5, 0, 0..3)));
+        SlicedTransaction::admit(&mut open, AssemblerOutput::Slice(part(5, 3, 3..6)));
+        // the stream dropped; the source replays the transaction from its start, cut at
+        // other places
+        let a = SlicedTransaction::admit(&mut open, AssemblerOutput::Slice(part(5, 0, 0..4)));
+        assert_eq!(ids(&a), (vec![], 4, false));
+        let b = SlicedTransaction::admit(&mut open, AssemblerOutput::Slice(part(5, 4, 4..8)));
+        assert_eq!(ids(&b), (vec![6, 7], 6, false));
+        let c =
+            SlicedTransaction::admit(&mut open, AssemblerOutput::Transaction(part(5, 8, 8..10)));
+        assert_eq!(ids(&c), (vec![8, 9], 8, true));
+    }
+
+    #[test]
+    fn an_unsliced_transaction_is_whole() {
+        let mut open = None;
+        let whole = AssemblerOutput::Transaction(part(7, 0, 0..2));
+        assert_eq!(SlicedTransaction::admit(&mut open, whole.clone()), whole);
+        assert!(open.is_none());
+        // another transaction's whole output ends a stale account
+        SlicedTransaction::admit(&mut open, AssemblerOutput::Slice(part(8, 0, 0..2)));
+        let other = AssemblerOutput::Transaction(part(9, 0, 0..1));
+        assert_eq!(SlicedTransaction::admit(&mut open, other.clone()), other);
+        assert!(open.is_none());
+    }
+}
