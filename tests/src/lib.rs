@@ -7,6 +7,7 @@
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used)]
 
 pub mod cluster;
+pub mod live_pipeline;
 pub mod switch_proxy;
 
 use std::path::PathBuf;

@@ -15,13 +15,12 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use capstan_tests::cluster::Cluster;
+use capstan_tests::live_pipeline::LiveSchema;
 use capstan_tests::{kafka, mysql, unique_name};
 use load_common::consumer_from_start;
-use mysql_async::prelude::*;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
-use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 const SETTLE: Duration = Duration::from_secs(30);
 /// 2^21 rows, one UPDATE.
@@ -59,70 +58,31 @@ fn a_two_million_row_transaction_streams_in_slices_under_the_memory_budget_acros
     let Some(db) = mysql() else { return };
     let Some(kafka) = kafka() else { return };
     let bootstrap = kafka.bootstrap_servers().to_string();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let schema = unique_name("large_tx");
-    rt.block_on(async {
-        let mut conn = db.admin_conn().await;
-        conn.query_drop(format!(
-            "CREATE DATABASE `{schema}`; CREATE TABLE `{schema}`.t \
-             (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, pad VARCHAR(64) NOT NULL); \
-             INSERT INTO `{schema}`.t VALUES (0, 0, REPEAT('p', 40))"
-        ))
-        .await
-        .unwrap();
-        for i in 0..DOUBLINGS {
-            let n = 1u64 << i;
-            conn.query_drop(format!(
-                "INSERT INTO `{schema}`.t SELECT id + {n}, v, pad FROM `{schema}`.t"
-            ))
-            .await
-            .unwrap();
-        }
-    });
+    let live = LiveSchema::create(
+        db,
+        "large_tx",
+        "CREATE TABLE `{schema}`.t (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, pad VARCHAR(64) NOT NULL); \
+         INSERT INTO `{schema}`.t VALUES (0, 0, REPEAT('p', 40))",
+    );
+    for i in 0..DOUBLINGS {
+        let n = 1u64 << i;
+        live.sql(&format!(
+            "INSERT INTO `{{schema}}`.t SELECT id + {n}, v, pad FROM `{{schema}}`.t"
+        ));
+    }
     let Some(mut cluster) = Cluster::start(3) else {
         return;
     };
     let leader = cluster.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
     let prefix = unique_name("lt");
-    let definition = json!({
-        "name": "lt",
-        "source": {
-            "host": db.host, "port": db.port, "user": db.user, "password": db.password,
-            "tls": {"mode": "verify_none"},
-            "server_id": 8100 + std::process::id() % 90, "flavor": "mysql"
-        },
-        "tables": {"include": [format!("{schema}.t")]},
-        "kafka": {"bootstrap_servers": bootstrap, "topic_prefix": prefix},
-        "start_position": "current"
-    });
-    let (s, b) = cluster
-        .send(leader, Method::POST, "/pipelines", Some(&definition))
-        .unwrap();
-    assert_eq!(s, 201, "{b}");
-    cluster
-        .send(leader, Method::PUT, "/pipelines/lt/resume", None)
-        .unwrap();
-    let (first, first_epoch) = cluster
-        .wait_until(SETTLE, |c| {
-            c.pipeline_owner(leader, "lt")
-                .filter(|(_, _, s)| s == "streaming")
-                .map(|(o, e, _)| (o, e))
-        })
-        .expect("streaming");
+    let server_id = 8100 + std::process::id() % 90;
+    let definition = live.definition("lt", "mysql", server_id, "t", &bootstrap, &prefix);
+    let (first, first_epoch) = cluster.create_streaming(leader, &definition, SETTLE);
     let checkpoint_before = cluster.pipeline_status(leader, "lt").unwrap()["position"].clone();
 
-    rt.block_on(async {
-        db.admin_conn()
-            .await
-            .query_drop(format!("UPDATE `{schema}`.t SET v = v + 1"))
-            .await
-            .unwrap();
-    });
+    live.sql("UPDATE `{schema}`.t SET v = v + 1");
     // the topic exists once the first slice is published
-    let topic = format!("{prefix}.{schema}.t");
+    let topic = format!("{prefix}.{}.t", live.name);
     let consumer = consumer_from_start_when_created(&bootstrap, &topic);
     let partitions: Vec<i32> = consumer
         .fetch_metadata(Some(&topic), Duration::from_secs(10))

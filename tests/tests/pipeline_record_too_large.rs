@@ -10,10 +10,9 @@
 use std::time::Duration;
 
 use capstan_tests::cluster::Cluster;
+use capstan_tests::live_pipeline::LiveSchema;
 use capstan_tests::{kafka, mariadb, mysql, unique_name, DbEnv};
 use mysql_async::prelude::*;
-use reqwest::Method;
-use serde_json::json;
 
 const SETTLE: Duration = Duration::from_secs(40);
 /// 5 MiB of one repeated, recognisable text: the value that must never be shown.
@@ -34,55 +33,27 @@ fn mariadb_a_5_mib_row_halts_naming_the_table_and_both_sizes() {
 fn scenario(db: DbEnv, flavor: &str) {
     let Some(kafka) = kafka() else { return };
     let bootstrap = kafka.bootstrap_servers().to_string();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let schema = unique_name("big");
-    rt.block_on(async {
-        db.admin_conn()
-            .await
-            .query_drop(format!(
-                "CREATE DATABASE `{schema}`; CREATE TABLE `{schema}`.docs (id INT PRIMARY KEY, body LONGTEXT)"
-            ))
-            .await
-            .unwrap();
-    });
+    let live = LiveSchema::create(
+        db,
+        "big",
+        "CREATE TABLE `{schema}`.docs (id INT PRIMARY KEY, body LONGTEXT)",
+    );
     let Some(cluster) = Cluster::start(1) else {
         return;
     };
     let leader = cluster.wait_for_leader(&[1], SETTLE).expect("leader");
     let prefix = unique_name("big");
-    let definition = json!({
-        "name": "big",
-        "source": {
-            "host": db.host, "port": db.port, "user": db.user, "password": db.password,
-            "tls": {"mode": "verify_none"},
-            "server_id": 7600 + std::process::id() % 300, "flavor": flavor
-        },
-        "tables": {"include": [format!("{schema}.docs")]},
-        "kafka": {"bootstrap_servers": bootstrap, "topic_prefix": prefix},
-        "start_position": "current"
-    });
-    let (s, b) = cluster
-        .send(leader, Method::POST, "/pipelines", Some(&definition))
-        .unwrap();
-    assert_eq!(s, 201, "{b}");
-    let (s, _) = cluster
-        .send(leader, Method::PUT, "/pipelines/big/resume", None)
-        .unwrap();
-    assert_eq!(s, 202);
-    cluster
-        .wait_until(SETTLE, |c| {
-            c.pipeline_owner(leader, "big")
-                .filter(|(_, _, s)| s == "streaming")
-        })
-        .expect("streaming");
+    let server_id = 7600 + std::process::id() % 300;
+    let definition = live.definition("big", flavor, server_id, "docs", &bootstrap, &prefix);
+    cluster.create_streaming(leader, &definition, SETTLE);
     let body = FILLER.repeat((5 << 20) / FILLER.len());
-    rt.block_on(async {
-        let mut conn = db.admin_conn().await;
+    live.rt.block_on(async {
+        let mut conn = live.db.admin_conn().await;
         conn.exec_drop(
-            format!("INSERT INTO `{schema}`.docs VALUES (1, 'small'), (2, ?)"),
+            format!(
+                "INSERT INTO `{}`.docs VALUES (1, 'small'), (2, ?)",
+                live.name
+            ),
             (body.as_str(),),
         )
         .await
@@ -97,7 +68,7 @@ fn scenario(db: DbEnv, flavor: &str) {
     assert_eq!(status["state"], "failed", "{status}");
     assert_eq!(status["reason"], "kafka_record_too_large", "{status}");
     let detail = status["detail"].as_str().unwrap_or_default();
-    let table = format!("{schema}.docs");
+    let table = format!("{}.docs", live.name);
     assert!(detail.contains(&format!("table {table} ")), "{detail}");
     assert!(
         detail.contains("exceeds the producer's message.max.bytes of 1000000 bytes"),

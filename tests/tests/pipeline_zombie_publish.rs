@@ -28,12 +28,11 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use capstan_tests::cluster::Cluster;
+use capstan_tests::live_pipeline::LiveSchema;
 use capstan_tests::{kafka, mysql, unique_name};
 use load_common::consumer_from_start;
-use mysql_async::prelude::*;
 use rdkafka::message::{Headers, Message};
-use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 const SETTLE: Duration = Duration::from_secs(30);
 const ROWS: i64 = 2_000;
@@ -97,20 +96,11 @@ fn a_zombie_owner_resumed_mid_batch_enqueues_nothing_past_its_lease_check() {
     let Some(db) = mysql() else { return };
     let Some(kafka) = kafka() else { return };
     let bootstrap = kafka.bootstrap_servers().to_string();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let schema = unique_name("zombie");
-    rt.block_on(async {
-        db.admin_conn()
-            .await
-            .query_drop(format!(
-                "CREATE DATABASE `{schema}`; CREATE TABLE `{schema}`.t (id BIGINT PRIMARY KEY, v BIGINT)"
-            ))
-            .await
-            .unwrap();
-    });
+    let live = LiveSchema::create(
+        db,
+        "zombie",
+        "CREATE TABLE `{schema}`.t (id BIGINT PRIMARY KEY, v BIGINT)",
+    );
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("fired");
     let env = vec![(
@@ -122,43 +112,15 @@ fn a_zombie_owner_resumed_mid_batch_enqueues_nothing_past_its_lease_check() {
     };
     let leader = cluster.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
     let prefix = unique_name("zb");
-    let definition = json!({
-        "name": "zb",
-        "source": {
-            "host": db.host, "port": db.port, "user": db.user, "password": db.password,
-            "tls": {"mode": "verify_none"},
-            "server_id": 7900 + std::process::id() % 90, "flavor": "mysql"
-        },
-        "tables": {"include": [format!("{schema}.t")]},
-        "kafka": {"bootstrap_servers": bootstrap, "topic_prefix": prefix},
-        "start_position": "current"
-    });
-    let (s, b) = cluster
-        .send(leader, Method::POST, "/pipelines", Some(&definition))
-        .unwrap();
-    assert_eq!(s, 201, "{b}");
-    cluster
-        .send(leader, Method::PUT, "/pipelines/zb/resume", None)
-        .unwrap();
-    let (victim, old_epoch) = cluster
-        .wait_until(SETTLE, |c| {
-            c.pipeline_owner(leader, "zb")
-                .filter(|(_, _, s)| s == "streaming")
-                .map(|(o, e, _)| (o, e))
-        })
-        .expect("streaming");
+    let server_id = 7900 + std::process::id() % 90;
+    let definition = live.definition("zb", "mysql", server_id, "t", &bootstrap, &prefix);
+    let (victim, old_epoch) = cluster.create_streaming(leader, &definition, SETTLE);
     // one transaction, one batch of ROWS records
-    rt.block_on(async {
-        let values: Vec<String> = (0..ROWS).map(|i| format!("({i}, {})", i * 3)).collect();
-        db.admin_conn()
-            .await
-            .query_drop(format!(
-                "INSERT INTO `{schema}`.t VALUES {}",
-                values.join(",")
-            ))
-            .await
-            .unwrap();
-    });
+    let values: Vec<String> = (0..ROWS).map(|i| format!("({i}, {})", i * 3)).collect();
+    live.sql(&format!(
+        "INSERT INTO `{{schema}}`.t VALUES {}",
+        values.join(",")
+    ));
     let deadline = Instant::now() + SETTLE;
     while !marker.exists() {
         assert!(Instant::now() < deadline, "the lease check never froze");
@@ -178,7 +140,7 @@ fn a_zombie_owner_resumed_mid_batch_enqueues_nothing_past_its_lease_check() {
                 .map(|(o, e, _)| (o, e))
         })
         .unwrap_or_else(|| panic!("no takeover: {:?}", cluster.pipeline_status(via, "zb")));
-    let topic = format!("{prefix}.{schema}.t");
+    let topic = format!("{prefix}.{}.t", live.name);
     let wait_new_epoch = |records: usize| {
         let deadline = Instant::now() + SETTLE;
         loop {
@@ -196,13 +158,7 @@ fn a_zombie_owner_resumed_mid_batch_enqueues_nothing_past_its_lease_check() {
     };
     wait_new_epoch(ROWS as usize);
     // and then an update of every row, so a late insert of the zombie is stale
-    rt.block_on(async {
-        db.admin_conn()
-            .await
-            .query_drop(format!("UPDATE `{schema}`.t SET v = v + 1"))
-            .await
-            .unwrap();
-    });
+    live.sql("UPDATE `{schema}`.t SET v = v + 1");
     wait_new_epoch(2 * ROWS as usize);
     // the zombie goes on from right after its lease check
     cluster.signal(victim, "CONT");

@@ -14,6 +14,10 @@ use crate::SinkError;
 /// librdkafka's `message.max.bytes` when no producer override sets it.
 const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
 
+/// The producer's local queue, at most (`queue.buffering.max.kbytes`, 64 MiB, unless an
+/// override sets it): a byte budget like the runner's own.
+const PRODUCER_QUEUE_KBYTES: u32 = 64 << 10;
+
 /// How records reach Kafka.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -236,6 +240,12 @@ impl SinkConfig {
             ),
             ("message.timeout.ms", delivery_timeout_ms.to_string()),
             ("linger.ms", "5".to_string()),
+            // the producer's queue is a byte budget too (librdkafka's default is 1 GiB); a
+            // full queue makes a publish wait for its oldest delivery
+            (
+                "queue.buffering.max.kbytes",
+                PRODUCER_QUEUE_KBYTES.to_string(),
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
