@@ -73,6 +73,8 @@ pub const MAX_BATCH_BYTES: usize = 16 << 20;
 pub const SLICE_BYTES: usize = 8 << 20;
 /// The decoded changes waiting between the source task and the publisher, at most.
 pub const SOURCE_BUFFER_BYTES: usize = 32 << 20;
+// an output's permits are capped at the source budget: a capped one still fills a batch
+const _: () = assert!(SOURCE_BUFFER_BYTES >= MAX_BATCH_BYTES);
 /// Bytes counted for an output without row changes.
 const OUTPUT_OVERHEAD_BYTES: usize = 256;
 
@@ -245,10 +247,10 @@ impl PipelineRunner {
         let mut committed = (processed.clone(), delivered.clone());
         // what Kafka holds durably: a batch that ends inside a sliced transaction moves it not
         let mut durable = committed.clone();
-        // bounded by bytes: each output holds permits for its decoded size until delivered
+        // bounded by bytes: each output holds permits for its size (capped at the whole
+        // budget) until delivered
         let budget = Arc::new(Semaphore::new(SOURCE_BUFFER_BYTES));
         let (tx, mut rx) = mpsc::channel(4096);
-        let source_budget = budget.clone();
         let _source_task = AbortOnDrop(tokio::spawn(async move {
             loop {
                 let item = match source.next().await {
@@ -264,7 +266,7 @@ impl PipelineRunner {
                 let end = item.is_err();
                 let bytes = item.as_ref().map_or(0, |(p, _, _)| payload_bytes(p));
                 let want = u32::try_from(bytes.min(SOURCE_BUFFER_BYTES)).unwrap_or(u32::MAX);
-                let Ok(permit) = source_budget.clone().acquire_many_owned(want).await else {
+                let Ok(permit) = budget.clone().acquire_many_owned(want).await else {
                     break;
                 };
                 if tx.send((item, permit)).await.is_err() || end {
@@ -323,6 +325,9 @@ impl PipelineRunner {
                     let (mut rows, mut bytes) = (0, 0);
                     let mut next = Some(item);
                     while let Some((item, permit)) = next.take() {
+                        // the permits are the output's size (capped at the source budget,
+                        // which is above a batch's: the cap never hides a full batch)
+                        bytes += permit.num_permits();
                         permits.push(permit);
                         let (payload, position, handed_out) = match item {
                             Ok(ok) => ok,
@@ -338,7 +343,6 @@ impl PipelineRunner {
                             }
                         };
                         rows += payload_rows(&payload);
-                        bytes += payload_bytes(&payload);
                         processed = position;
                         items.push((payload, handed_out.clone()));
                         delivered = handed_out;

@@ -140,9 +140,8 @@ impl RecordEncoder {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
-    use capstan_core::change::{Change, Op, Row, Transaction, TransactionGtid, Value};
+    use capstan_core::change::{Transaction, TransactionGtid};
     use capstan_core::position::Flavor;
     use capstan_kafka::record::{RecordOptions, TopicTemplate, DEFAULT_TOPIC_TEMPLATE};
 
@@ -159,24 +158,7 @@ mod tests {
     }
 
     fn part(first: u64, ids: std::ops::Range<i64>) -> Transaction {
-        let table = Arc::new(TableId::new("db", "t"));
-        let columns: Arc<[String]> = Arc::from(vec!["id".to_string()]);
-        Transaction {
-            gtid: TransactionGtid::Mysql("3e11fa47-71ca-11e1-9e33-c80aa9429562:9".parse().unwrap()),
-            committed_at_micros: 5_000_000,
-            changes: ids
-                .map(|id| Change {
-                    table: table.clone(),
-                    op: Op::Insert,
-                    before: None,
-                    after: Some(Row::new(columns.clone(), vec![Value::Int(id)]).unwrap()),
-                    key: Arc::from(vec![0usize]),
-                })
-                .collect(),
-            partially_filtered: false,
-            first_change: first,
-            also_covers: Vec::new(),
-        }
+        crate::pipeline::sliced_transaction::tests::part(9, first, ids)
     }
 
     #[test]

@@ -75,8 +75,6 @@ impl PipelineRunner {
             epoch: self.epoch,
             now_ms: now,
         };
-        let records = encoder.builder().clone();
-        let records = &records;
         let coordinates = BinlogCoordinates {
             server_id: 0,
             file: "",
@@ -86,7 +84,13 @@ impl PipelineRunner {
         let (mut rows, mut transactions, mut last_commit_micros) = (0u64, 0u64, None);
         let Batch { items, mut ready } = batch_in;
         if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref()) {
-            batch.extend(self.chunk_records(records, chunk, driver, &ctx, &coordinates)?);
+            batch.extend(self.chunk_records(
+                encoder.builder(),
+                chunk,
+                driver,
+                &ctx,
+                &coordinates,
+            )?);
         }
         if let Some(driver) = snapshot.as_deref_mut() {
             let outputs = items.iter().filter_map(|(p, _)| match p {
@@ -100,42 +104,51 @@ impl PipelineRunner {
         }
         let mut inside_transaction = false;
         for (payload, after) in items {
-            let output = match payload {
+            let (encoded, inside) = match payload {
+                // encoded on the source task (no snapshot gates this stream)
                 Payload::Encoded {
                     encoded,
-                    inside_transaction: inside,
-                } => {
-                    rows += encoded.rows;
-                    transactions += encoded.transactions;
-                    last_commit_micros = encoded.committed_at_micros.or(last_commit_micros);
-                    batch.extend(encoded.records);
-                    inside_transaction = inside;
-                    continue;
+                    inside_transaction,
+                } => (encoded, inside_transaction),
+                Payload::Output(output) => {
+                    let output = encoder.admit(output);
+                    // a transaction outside the waiting chunk's G: the chunk goes first
+                    let before = snapshot.as_deref_mut().and_then(|d| d.take_before(&output));
+                    if let (Some(chunk), Some(driver)) = (before, snapshot.as_deref()) {
+                        batch.extend(self.chunk_records(
+                            encoder.builder(),
+                            &chunk,
+                            driver,
+                            &ctx,
+                            &coordinates,
+                        )?);
+                        ready = Some(chunk);
+                    }
+                    let output = match snapshot.as_deref_mut() {
+                        Some(driver) => driver.gate(output).map_err(RunnerExit::failed)?,
+                        None => output,
+                    };
+                    let encoded = encoder
+                        .encode(&output, now)
+                        .map_err(|e| RunnerExit::from_sink(&e))?;
+                    (encoded, encoder.inside_transaction())
                 }
-                Payload::Output(output) => encoder.admit(output),
             };
-            // a transaction outside the waiting chunk's G: the chunk goes first
-            let before = snapshot.as_deref_mut().and_then(|d| d.take_before(&output));
-            if let (Some(chunk), Some(driver)) = (before, snapshot.as_deref()) {
-                batch.extend(self.chunk_records(records, &chunk, driver, &ctx, &coordinates)?);
-                ready = Some(chunk);
-            }
-            let output = match snapshot.as_deref_mut() {
-                Some(driver) => driver.gate(output).map_err(RunnerExit::failed)?,
-                None => output,
-            };
-            let encoded = encoder
-                .encode(&output, now)
-                .map_err(|e| RunnerExit::from_sink(&e))?;
             rows += encoded.rows;
             transactions += encoded.transactions;
             last_commit_micros = encoded.committed_at_micros.or(last_commit_micros);
             batch.extend(encoded.records);
-            inside_transaction = encoder.inside_transaction();
+            inside_transaction = inside;
             // the chunk whose position this transaction completed
             let due = snapshot.as_deref_mut().and_then(|d| d.take_ready(&after));
             if let (Some(chunk), Some(driver)) = (due, snapshot.as_deref()) {
-                batch.extend(self.chunk_records(records, &chunk, driver, &ctx, &coordinates)?);
+                batch.extend(self.chunk_records(
+                    encoder.builder(),
+                    &chunk,
+                    driver,
+                    &ctx,
+                    &coordinates,
+                )?);
                 ready = Some(chunk);
             }
         }

@@ -69,7 +69,7 @@ impl SlicedTransaction {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::sync::Arc;
 
     use capstan_core::change::{Change, Op, Row, TableId, Transaction, Value};
@@ -84,12 +84,18 @@ mod tests {
         )
     }
 
-    fn part(gno: u64, first: u64, ids: std::ops::Range<i64>) -> Transaction {
+    /// Part of transaction `gno` (committed at 5 s): inserts of `ids` into `db.t`, the first
+    /// of them change `first` of the transaction.
+    pub(in crate::pipeline) fn part(
+        gno: u64,
+        first: u64,
+        ids: std::ops::Range<i64>,
+    ) -> Transaction {
         let table = Arc::new(TableId::new("db", "t"));
         let columns: Arc<[String]> = Arc::from(vec!["id".to_string()]);
         Transaction {
             gtid: gtid(gno),
-            committed_at_micros: 0,
+            committed_at_micros: 5_000_000,
             changes: ids
                 .map(|id| Change {
                     table: table.clone(),
