@@ -9,9 +9,9 @@ packages=(
   mariadb-server mariadb-client                                # the MariaDB dev server
   kcat                                                         # an independent Kafka client
   openssl                                                      # the MariaDB dev certificate
-  curl jq                                                      # the quickstart's API calls
+  curl jq                                                      # the quickstart's API calls, the registry check
   python3-venv                                                 # peer benchmarks
-  maven                                                        # fetches the dev Kafka broker's jars
+  maven                                                        # fetches the dev Kafka broker's jars and the registry
 )
 missing=()
 for p in "${packages[@]}"; do

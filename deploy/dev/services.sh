@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # capstan dev services: a real MySQL 9.x (Debian sid, in a debootstrap'd chroot) and a real
 # MariaDB (Debian's mariadb-server), each on a private loopback port with the binlog settings
-# capstan depends on, and real Apache Kafka 4.x brokers (KRaft) from deploy/dev/kafka.sh: a
-# single broker, and a 3-broker cluster (replication factor 3) for the tests that stop a broker.
+# capstan depends on, real Apache Kafka 4.x brokers (KRaft) from deploy/dev/kafka.sh: a
+# single broker, and a 3-broker cluster (replication factor 3) for the tests that stop a broker,
+# and a real Schema Registry (Apicurio Registry 3.x, Confluent-compatible API, schemas in
+# memory) from deploy/dev/registry.sh.
 #
 #   deploy/dev/services.sh up       start all (idempotent: a running server is left alone)
 #   deploy/dev/services.sh down     stop all and release the chroot's mounts
@@ -17,6 +19,10 @@
 # cluster brokers stop and start on their own with deploy/dev/kafka.sh (stop, start,
 # stop-broker N, start-broker N; see there), which `env` names in CAPSTAN_KAFKA_SCRIPT.
 #
+# CAPSTAN_REGISTRY=0 makes `up` skip the Schema Registry (~250 MiB of memory, ~8 s at start; it
+# needs a Java 21 or newer, which deploy/dev/registry.sh finds or installs). `env` names its
+# Confluent API in CAPSTAN_TEST_REGISTRY_URL and the script in CAPSTAN_REGISTRY_SCRIPT.
+#
 # A third server, the MySQL *twin* (same chroot, its own data directory and server_uuid, on
 # CAPSTAN_MYSQL_TWIN_PORT), is a different server of the same flavour: the tests that prove
 # capstan notices when a connection reaches another server than the stream's use it.
@@ -28,6 +34,7 @@ set -euo pipefail
 
 CACHE=${CAPSTAN_CACHE:-$HOME/.cache/capstan}
 KAFKA_SH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kafka.sh
+REGISTRY_SH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/registry.sh
 CHROOT=$CACHE/mysql-sid-chroot
 RUN=$CACHE/run
 
@@ -367,6 +374,7 @@ status() {
     echo "mysql-twin down"; rc=1
   fi
   "$KAFKA_SH" status || rc=1
+  "$REGISTRY_SH" status || [[ ${CAPSTAN_REGISTRY:-1} == 0 ]] || rc=1
   return $rc
 }
 
@@ -389,6 +397,7 @@ export CAPSTAN_MYSQL_CA_FILE=$CHROOT$MYSQL_DATA/ca.pem
 export CAPSTAN_MARIADB_CA_FILE=$MARIADB_CA
 ENV
   "$KAFKA_SH" env
+  "$REGISTRY_SH" env
 }
 
 case "${1:-}" in
@@ -399,6 +408,7 @@ case "${1:-}" in
     mariadb_up
     "$KAFKA_SH" up
     if [[ ${CAPSTAN_KAFKA_CLUSTER:-1} != 0 ]]; then "$KAFKA_SH" up-cluster; fi
+    if [[ ${CAPSTAN_REGISTRY:-1} != 0 ]]; then "$REGISTRY_SH" up; fi
     status
     ;;
   down)
@@ -406,6 +416,7 @@ case "${1:-}" in
     mysql_down
     mariadb_down
     "$KAFKA_SH" down
+    "$REGISTRY_SH" down
     log "all servers stopped"
     ;;
   restart-mysql)
@@ -430,6 +441,7 @@ case "${1:-}" in
     mysql_down
     mariadb_down
     "$KAFKA_SH" reset
+    "$REGISTRY_SH" reset
     rm -rf "${CHROOT:?}$MYSQL_DATA" "${CHROOT:?}$TWIN_DATA" "$MARIADB_DATA"
     log "data directories wiped"
     ;;
