@@ -22,6 +22,29 @@ use crate::type_config::NodeId;
 /// A pipeline ownership epoch: the fencing token every owner write carries.
 pub type Epoch = u64;
 
+/// The largest command, as serialized JSON, a node proposes (1 MiB: a pipeline definition or a
+/// snapshot listing about 20,000 tables), so a peer can bound the body it accepts; a larger
+/// command is refused before it reaches the log instead of wedging replication.
+pub const MAX_COMMAND_BYTES: usize = 1 << 20;
+
+/// The length of `value` as JSON, counted without keeping the text (`usize::MAX` if it does
+/// not serialize).
+pub fn json_len<T: Serialize + ?Sized>(value: &T) -> usize {
+    /// Counts the bytes written instead of keeping them.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).map_or(usize::MAX, |()| count.0)
+}
+
 /// One replicated command.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "snake_case")]
@@ -168,6 +191,11 @@ pub enum Command {
 }
 
 impl Command {
+    /// The size of the command as serialized JSON, as it travels in a Raft entry.
+    pub fn encoded_len(&self) -> usize {
+        json_len(self)
+    }
+
     /// The pipeline the command is about; `None` for worker lease commands.
     pub fn pipeline(&self) -> Option<&str> {
         Some(match self {
@@ -449,6 +477,19 @@ mod tests {
         assert!(serde_json::from_str::<KeyBytes>("\"abc\"").is_err());
         assert!(serde_json::from_str::<KeyBytes>("\"zz\"").is_err());
         assert_eq!(format!("{key:?}"), "KeyBytes(<4 bytes>)");
+    }
+
+    #[test]
+    fn encoded_len_is_the_length_of_the_json() {
+        let command = Command::CreatePipeline {
+            name: "p".into(),
+            spec: SpecJson::new(serde_json::json!({"tables": {"include": ["db.t1", "db.t2"]}})),
+            incarnation: Some("i".into()),
+        };
+        assert_eq!(
+            command.encoded_len(),
+            serde_json::to_vec(&command).unwrap().len()
+        );
     }
 
     #[test]

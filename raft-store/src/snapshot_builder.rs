@@ -73,7 +73,18 @@ impl ClusterSnapshotBuilder {
 
 impl RaftSnapshotBuilder<TypeConfig> for ClusterSnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        self.build()
-            .map_err(|e| StorageIOError::write_snapshot(None, &e).into())
+        // encoding and writing a large state takes a while (tens of MB): off the runtime's
+        // worker threads, which answer the raft rpcs meanwhile
+        let builder = ClusterSnapshotBuilder {
+            store: self.store.clone(),
+            last_applied: self.last_applied,
+            membership: self.membership.clone(),
+            state: std::mem::take(&mut self.state),
+            seq: self.seq,
+        };
+        let built = tokio::task::spawn_blocking(move || builder.build())
+            .await
+            .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        built.map_err(|e| StorageIOError::write_snapshot(None, &e).into())
     }
 }

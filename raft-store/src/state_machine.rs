@@ -1,14 +1,16 @@
 //! The Raft state machine on RocksDB: applies committed entries to the pure [`ClusterState`]
-//! and persists the result, together with the last applied log id and the membership, in one
-//! atomic write per apply batch.
+//! in memory; what is persisted is the current snapshot (the JSON of the cluster state with
+//! openraft's metadata: last log id and membership), taken every `raft_snapshot_logs` entries.
 //!
-//! The whole cluster state is written per batch: it is small (a record per pipeline) and one
-//! value keeps the persisted state trivially consistent with the in-memory one. The write is
-//! not synced on its own; see [`store`](crate::store) for why that is safe.
+//! A restarted node loads the snapshot and openraft applies the log after it again (the log is
+//! durable and never purged past the snapshot), so applying persists nothing: writing the
+//! whole state per apply batch cost a write of every pipeline definition per checkpoint
+//! commit, tens of MB with hundreds of wide pipelines, and held the state's lock meanwhile.
+//! Data directories of versions that did write it keep their last write
+//! (`KEY_CLUSTER_STATE`), loaded only while it is ahead of the snapshot.
 //!
-//! A snapshot is the JSON of the cluster state plus openraft's metadata (last log id and
-//! membership). The current snapshot is persisted, so a restarted node can still serve it to
-//! a lagging follower after its log has been purged.
+//! The current snapshot is persisted, so a restarted node can still serve it to a lagging
+//! follower after its log has been purged.
 
 use std::io::Cursor;
 
@@ -77,13 +79,6 @@ impl StateMachineStore {
     /// The last applied log id.
     pub fn last_applied(&self) -> Option<LogId> {
         self.last_applied
-    }
-
-    fn persist(&self, state: &ClusterState) -> Result<(), RaftStoreError> {
-        let data = encode_state(state)?;
-        let mut batch = WriteBatch::default();
-        self.put_applied(&mut batch, &data)?;
-        self.store.write(batch, false, "state machine")
     }
 
     fn put_applied(&self, batch: &mut WriteBatch, data: &[u8]) -> Result<(), RaftStoreError> {
@@ -191,11 +186,6 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             };
             responses.push(response);
         }
-        if responses.is_empty() {
-            return Ok(responses);
-        }
-        self.persist(&state)
-            .map_err(|e| StorageIOError::write_state_machine(&e))?;
         Ok(responses)
     }
 

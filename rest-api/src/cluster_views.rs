@@ -14,6 +14,11 @@ pub struct ClusterView {
     pub term: u64,
     /// Index of the last applied log entry.
     pub last_applied: Option<u64>,
+    /// Index of the last entry this node's latest snapshot of the state covers.
+    pub snapshot_index: Option<u64>,
+    /// Index of the last entry purged from this node's log (a follower further behind is
+    /// sent the snapshot).
+    pub purged_index: Option<u64>,
     /// Every member, voters and learners.
     pub members: Vec<MemberView>,
 }
@@ -42,10 +47,17 @@ pub struct MemberView {
 #[serde(deny_unknown_fields)]
 pub struct AddMember {
     /// The new node's id (positive, unused).
+    #[schema(minimum = 1)]
     pub id: u64,
     /// Its Raft address (`host:port`).
+    #[schema(
+        pattern = r"^.+:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$"
+    )]
     pub raft_addr: String,
     /// Its REST API address (`host:port`).
+    #[schema(
+        pattern = r"^.+:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$"
+    )]
     pub api_addr: String,
 }
 

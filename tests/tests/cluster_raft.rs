@@ -351,3 +351,88 @@ fn without_quorum_writes_get_503_and_sigterm_still_exits() {
     );
     assert!(sent.elapsed() < Duration::from_secs(8));
 }
+
+#[test]
+fn membership_changes_that_would_break_the_cluster_are_refused() {
+    let Some(mut c) = Cluster::start(3) else {
+        return;
+    };
+    let leader = c.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
+    let mut followers = [1, 2, 3].into_iter().filter(|&n| n != leader);
+    let (alive, dead) = (followers.next().unwrap(), followers.next().unwrap());
+
+    // a member whose raft port does not answer is refused: it would count towards the quorum
+    // without ever voting (it used to be made a voter, 201)
+    let nobody = capstan_tests::cluster::free_port();
+    let (code, resp) = c
+        .send(
+            alive,
+            Method::POST,
+            "/cluster/members",
+            Some(&json!({"id": 7, "raft_addr": format!("127.0.0.1:{nobody}"), "api_addr": "127.0.0.1:1"})),
+        )
+        .unwrap();
+    assert_eq!(code, 409, "{resp}");
+    assert_eq!(resp["error_code"], "member_unreachable", "{resp}");
+    // an id is one machine: the same id with another address is refused
+    let (code, resp) = c
+        .send(
+            leader,
+            Method::POST,
+            "/cluster/members",
+            Some(&json!({"id": alive, "raft_addr": "127.0.0.1:9", "api_addr": "127.0.0.1:9"})),
+        )
+        .unwrap();
+    assert_eq!(code, 409, "{resp}");
+    assert_eq!(resp["error_code"], "member_id_in_use", "{resp}");
+    let (_, v) = c.get(leader, "/cluster").unwrap();
+    assert_eq!(v["members"].as_array().unwrap().len(), 3, "{v}");
+
+    // one follower dies; once the leader sees its lease expired, removing the other (live)
+    // follower would leave two voters of which one answers: refused, asked on either node
+    c.kill9(dead);
+    let expired = c.wait_until(SETTLE, |c| {
+        let (_, v) = c.get(leader, "/cluster")?;
+        v["members"]
+            .as_array()?
+            .iter()
+            .any(|m| m["id"] == dead && m["health"] == "expired")
+            .then_some(())
+    });
+    assert!(expired.is_some(), "leader sees {dead} expired");
+    for via in [leader, alive] {
+        let (code, resp) = c
+            .send(
+                via,
+                Method::DELETE,
+                &format!("/cluster/members/{alive}"),
+                None,
+            )
+            .unwrap();
+        assert_eq!(code, 409, "via {via}: {resp}");
+        assert_eq!(resp["error_code"], "would_lose_quorum", "{resp}");
+        assert!(
+            resp["message"]
+                .as_str()
+                .unwrap()
+                .contains("2 voters of which 1 are live"),
+            "{resp}"
+        );
+    }
+    // the cluster still writes, and the dead member may go
+    create(&c, alive, "still-writing");
+    let (code, resp) = c
+        .send(
+            leader,
+            Method::DELETE,
+            &format!("/cluster/members/{dead}"),
+            None,
+        )
+        .unwrap();
+    assert_eq!(code, 204, "{resp}");
+    create(&c, leader, "after-removal");
+    let both = c.wait_until(SETTLE, |c| {
+        (pipelines(c, alive) == ["after-removal", "still-writing"]).then_some(())
+    });
+    assert!(both.is_some(), "{:?}", pipelines(&c, alive));
+}

@@ -1,15 +1,25 @@
 //! How the worker's control plane answers: write errors and Raft rejections as API errors,
 //! and the definition as the API shows it (every secret in it is write-only).
 
+use axum::http::StatusCode;
 use capstan_kafka::config::{is_secret_property, REDACTED};
 use capstan_raft_store::Response;
 use capstan_rest_api::ApiError;
 
+use crate::membership_guard::MembershipRefusal;
 use crate::node::WriteError;
 
-/// A failed Raft write: 503 when a retry may succeed (no quorum, leader changing), else 500.
+/// A refused membership change: 409 with its code.
+pub(crate) fn refusal(e: MembershipRefusal) -> ApiError {
+    ApiError::conflict(e.code(), e.to_string())
+}
+
+/// A failed Raft write: 503 when a retry may succeed (no quorum, leader changing), 413 for a
+/// command over the Raft entry limit, else 500.
 pub(crate) fn write_error(e: WriteError) -> ApiError {
-    if e.is_retriable() {
+    if let WriteError::CommandTooLarge(_) = e {
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, e.code(), e.to_string())
+    } else if e.is_retriable() {
         ApiError::unavailable(e.code(), e.to_string())
     } else {
         ApiError::internal(e.code(), e.to_string())

@@ -7,6 +7,7 @@ mod cli_pipeline;
 mod control_plane_replies;
 mod fault_point;
 mod lease_tracker;
+mod membership_guard;
 mod metrics;
 mod node;
 mod node_control_plane;
@@ -16,6 +17,7 @@ mod raft_network;
 mod raft_service;
 mod raft_tls;
 mod scheduler;
+mod snapshot_chunk;
 mod worker_config;
 
 /// The allocator: glibc's malloc/free were a fifth of row decode (docs/performance.md,

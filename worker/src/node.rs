@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
-use capstan_raft_store::{Command, NodeId, NodeInfo, Response, SharedClusterState, Store};
+use capstan_raft_store::{
+    Command, NodeId, NodeInfo, Response, SharedClusterState, Store, MAX_COMMAND_BYTES,
+};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{ChangeMembers, ServerState};
 use serde::{Deserialize, Serialize};
@@ -87,6 +89,15 @@ pub enum WriteError {
     /// later, so a retry must be idempotent, as every capstan command is).
     #[error("the write was not committed in time; the cluster may lack a quorum")]
     NoQuorum,
+    /// A new member was added as a learner but has not caught up in time; it is not a voter
+    /// yet.
+    #[error("{0}")]
+    MemberCatchingUp(String),
+    /// The command is larger than a Raft entry may be ([`MAX_COMMAND_BYTES`]); the message
+    /// gives both sizes. Refused before it reaches the log, so replication never carries an
+    /// entry a peer would refuse.
+    #[error("{0}")]
+    CommandTooLarge(String),
     /// Raft failed for another reason.
     #[error("raft write failed: {0}")]
     Raft(String),
@@ -100,15 +111,20 @@ impl WriteError {
             WriteError::LeaderUnreachable(_) => "leader_unreachable",
             WriteError::NotLeader => "not_leader",
             WriteError::NoQuorum => "no_quorum",
+            WriteError::CommandTooLarge(_) => "command_too_large",
+            WriteError::MemberCatchingUp(_) => "member_catching_up",
             WriteError::Raft(_) => "raft_error",
         }
     }
 
     /// True when the write may succeed if retried later (no quorum now, leader changing).
     pub fn is_retriable(&self) -> bool {
-        !matches!(self, WriteError::Raft(_))
+        !matches!(self, WriteError::Raft(_) | WriteError::CommandTooLarge(_))
     }
 }
+
+/// How long adding a member waits for its Raft port to answer.
+const PROBE_WAIT: Duration = Duration::from_secs(3);
 
 /// A running worker node.
 pub struct Node {
@@ -127,6 +143,7 @@ pub struct Node {
     /// that no renewal commits after the lease is released.
     renewals: Arc<tokio::sync::RwLock<()>>,
     live_members: Mutex<BTreeSet<NodeId>>,
+    membership_changes: tokio::sync::Mutex<()>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -145,8 +162,12 @@ impl Node {
             election_timeout_min: millis(config.election_timeout.0),
             election_timeout_max: millis(config.election_timeout.1),
             install_snapshot_timeout: millis(config.rpc_timeout) * 10,
-            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(5_000),
-            max_in_snapshot_log_to_keep: 1_000,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(config.raft_snapshot_logs),
+            max_in_snapshot_log_to_keep: config.raft_logs_kept,
+            // entries read for one append; the network sends as many as fit in
+            // raft_network::APPEND_BYTES
+            max_payload_entries: 64,
+            snapshot_max_chunk_size: raft_service::SNAPSHOT_CHUNK_BYTES,
             ..Default::default()
         }
         .validate()
@@ -175,6 +196,7 @@ impl Node {
             lease: Mutex::new(OwnerLease::new(config.lease)),
             renewals: Arc::new(tokio::sync::RwLock::new(())),
             live_members: Mutex::new(BTreeSet::new()),
+            membership_changes: tokio::sync::Mutex::new(()),
             config,
             http,
             raft_scheme: raft_tls::scheme(tls.as_ref()),
@@ -253,6 +275,7 @@ impl Node {
 
     /// Applies `command` through Raft, forwarding it to the leader when this node is not.
     pub async fn write(&self, command: Command) -> Result<Response, WriteError> {
+        check_size(&command)?;
         match self.write_local(command.clone()).await {
             Err(WriteError::NotLeader) => {}
             other => return other,
@@ -277,6 +300,7 @@ impl Node {
 
     /// Applies `command` if this node is the leader; `NotLeader` otherwise.
     pub async fn write_local(&self, command: Command) -> Result<Response, WriteError> {
+        check_size(&command)?;
         // a leader cut off from its followers would wait forever for the commit
         let write = self.raft.client_write(command);
         let Ok(result) = tokio::time::timeout(self.config.lease * 2, write).await else {
@@ -326,17 +350,78 @@ impl Node {
             .unwrap_or_default()
     }
 
-    /// Adds a worker: first as a learner (it catches up), then as a voter.
-    pub async fn add_member(&self, id: NodeId, info: NodeInfo) -> Result<(), WriteError> {
-        self.raft
-            .add_learner(id, info, true)
+    /// Adds a worker: first as a learner, then, once replication to it has caught up with the
+    /// change that added it (within `catch_up`), as a voter. A learner that has not caught up
+    /// in time stays a learner (`MemberCatchingUp`); asking again promotes it once it has.
+    pub async fn add_member(
+        &self,
+        id: NodeId,
+        info: NodeInfo,
+        catch_up: Duration,
+    ) -> Result<(), WriteError> {
+        let added = self
+            .raft
+            .add_learner(id, info, false)
             .await
             .map_err(membership_error)?;
+        let target = added.log_id.index;
+        let caught_up = self
+            .raft
+            .wait(Some(catch_up))
+            .metrics(
+                |m| {
+                    m.replication
+                        .as_ref()
+                        .and_then(|r| r.get(&id).copied().flatten())
+                        .is_some_and(|l| l.index >= target)
+                },
+                "new learner caught up",
+            )
+            .await;
+        if caught_up.is_err() {
+            return Err(WriteError::MemberCatchingUp(format!(
+                "member {id} was added as a learner and has not caught up within {} s; ask again to make it a voter once it has",
+                catch_up.as_secs()
+            )));
+        }
         self.raft
             .change_membership(ChangeMembers::AddVoterIds([id].into()), false)
             .await
             .map_err(membership_error)?;
         Ok(())
+    }
+
+    /// Serialises membership changes on this node (the leader): held from the checks to the
+    /// change's commit.
+    pub async fn membership_change(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.membership_changes.lock().await
+    }
+
+    /// Whether the Raft port at `raft_addr` answers within [`PROBE_WAIT`] (a worker just
+    /// started may take a moment to listen): any HTTP answer does; with `[tls]` the handshake
+    /// must succeed both ways. The error is the innermost cause, value-free.
+    pub async fn probe_raft(&self, raft_addr: &str) -> Result<(), String> {
+        let deadline = Instant::now() + PROBE_WAIT;
+        loop {
+            let sent = self
+                .http
+                .get(format!("{}://{raft_addr}/raft/vote", self.raft_scheme))
+                .timeout(self.config.rpc_timeout * 4)
+                .send()
+                .await;
+            let e = match sent {
+                Ok(_) => return Ok(()),
+                Err(e) => e.without_url(),
+            };
+            if Instant::now() >= deadline {
+                let mut cause: &dyn std::error::Error = &e;
+                while let Some(inner) = cause.source() {
+                    cause = inner;
+                }
+                return Err(cause.to_string());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// Removes a worker from the voters and from the cluster.
@@ -404,6 +489,18 @@ fn membership_error(e: RaftError<NodeId, ClientWriteError<NodeId, NodeInfo>>) ->
         RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => WriteError::NotLeader,
         other => WriteError::Raft(other.to_string()),
     }
+}
+
+/// Refuses a command too large for one Raft entry, naming its kind and both sizes.
+fn check_size(command: &Command) -> Result<(), WriteError> {
+    let bytes = command.encoded_len();
+    if bytes <= MAX_COMMAND_BYTES {
+        return Ok(());
+    }
+    let kind = command.kind();
+    Err(WriteError::CommandTooLarge(format!(
+        "the {kind} command is {bytes} bytes as json, over the limit of {MAX_COMMAND_BYTES} bytes for one raft entry"
+    )))
 }
 
 fn millis(d: Duration) -> u64 {

@@ -4,10 +4,11 @@
 //! leader by [`Node::write`]); membership changes run on the leader, so a follower forwards
 //! them to the leader's API.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capstan_raft_store::{Command, DesiredState, NodeInfo, Response, SpecJson};
+use capstan_raft_store::{Command, DesiredState, NodeId, NodeInfo, Response, SpecJson};
 use capstan_rest_api::{
     AddMember, ApiError, ApiToken, ClusterView, ControlPlane, Health, MemberView, PipelineOffsets,
     PipelineStatus, PipelineView, RestartView, TableOffset,
@@ -15,11 +16,16 @@ use capstan_rest_api::{
 use openraft::ServerState;
 
 use crate::control_plane_replies::{
-    keep_stored_secrets, redacted, rejected, unknown_pipeline, write_error,
+    keep_stored_secrets, redacted, refusal, rejected, unknown_pipeline, write_error,
 };
+use crate::membership_guard::{check_addition, check_removal};
 use crate::metrics::{Metrics, RaftView};
 use crate::node::{Node, WriteError};
 use crate::pipeline::PipelineSpec;
+
+/// How long adding a member waits for it to catch up before it is made a voter (a follower
+/// forwarding the request waits 30 s for the leader's answer).
+const CATCH_UP_WAIT: Duration = Duration::from_secs(20);
 
 /// [`ControlPlane`] over a running node.
 #[derive(Debug, Clone)]
@@ -207,6 +213,8 @@ impl ControlPlane for NodeControlPlane {
             leader: m.current_leader,
             term: m.current_term,
             last_applied: m.last_applied.map(|l| l.index),
+            snapshot_index: m.snapshot.map(|l| l.index),
+            purged_index: m.purged.map(|l| l.index),
             members,
         }
     }
@@ -256,8 +264,30 @@ impl ControlPlane for NodeControlPlane {
             raft_addr: member.raft_addr,
             api_addr: member.api_addr,
         };
+        let _serialised = self.node.membership_change().await;
+        let members: BTreeMap<NodeId, NodeInfo> = self
+            .node
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .nodes()
+            .map(|(id, info)| (*id, info.clone()))
+            .collect();
+        check_addition(&members, member.id, &info).map_err(refusal)?;
+        // a member that cannot be reached would count towards the quorum without voting
+        if let Err(reason) = self.node.probe_raft(&info.raft_addr).await {
+            return Err(ApiError::conflict(
+                "member_unreachable",
+                format!(
+                    "the raft address of member {} does not answer ({reason}): start the worker first",
+                    member.id
+                ),
+            ));
+        }
         self.node
-            .add_member(member.id, info)
+            .add_member(member.id, info, CATCH_UP_WAIT)
             .await
             .map_err(write_error)
     }
@@ -287,17 +317,19 @@ impl ControlPlane for NodeControlPlane {
                 )
                 .await;
         }
-        if id == self.node.id {
-            // openraft 0.9's core on the leader panicked on this change and left the node a
-            // zombie that still named itself leader: refused instead
-            return Err(ApiError::conflict(
-                "member_is_leader",
-                format!(
-                    "member {id} is the raft leader: stop that worker (SIGTERM) so another is \
-                     elected, then remove it"
-                ),
-            ));
-        }
+        let _serialised = self.node.membership_change().await;
+        let voters: BTreeSet<NodeId> = self
+            .node
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .collect();
+        // openraft 0.9's core on the leader panicked on removing the leader and left a zombie
+        // that still named itself leader; a removal that leaves no live quorum wedges writes
+        check_removal(self.node.id, &voters, &self.node.live_members(), id).map_err(refusal)?;
         self.node.remove_member(id).await.map_err(write_error)
     }
 

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::post;
 use axum::{Json, Router};
-use capstan_raft_store::{NodeId, TypeConfig};
+use capstan_raft_store::{NodeId, TypeConfig, MAX_COMMAND_BYTES};
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -19,6 +19,20 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use crate::node::Raft;
+use crate::raft_network::APPEND_BYTES;
+use crate::snapshot_chunk::SnapshotChunk;
+
+/// The state a snapshot chunk carries (openraft's `snapshot_max_chunk_size`): 4 MiB, about
+/// 5.4 MiB as base64 on the wire ([`SnapshotChunk`]).
+pub const SNAPSHOT_CHUNK_BYTES: u64 = 4 << 20;
+
+/// The largest request body the Raft port accepts: 16 MiB. An append carries at most
+/// [`APPEND_BYTES`] of entries or one entry of at most [`MAX_COMMAND_BYTES`]; a snapshot chunk
+/// is [`SNAPSHOT_CHUNK_BYTES`] as base64; a forwarded write one command.
+pub const BODY_LIMIT: usize = 16 << 20;
+
+const _: () = assert!(MAX_COMMAND_BYTES + APPEND_BYTES + (1 << 20) < BODY_LIMIT);
+const _: () = assert!(SNAPSHOT_CHUNK_BYTES as usize / 3 * 4 + (1 << 20) < BODY_LIMIT);
 
 /// How long a TLS handshake may take before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,6 +57,7 @@ pub async fn serve(
     tls: Option<Arc<rustls::ServerConfig>>,
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
+    let app = app.layer(DefaultBodyLimit::max(BODY_LIMIT));
     let Some(config) = tls else {
         return axum::serve(listener, app)
             .with_graceful_shutdown(async move {
@@ -86,7 +101,8 @@ async fn vote(
 
 async fn snapshot(
     State(raft): State<Raft>,
-    Json(req): Json<InstallSnapshotRequest<TypeConfig>>,
+    Json(chunk): Json<SnapshotChunk>,
 ) -> Json<Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>> {
+    let req: InstallSnapshotRequest<TypeConfig> = chunk.into();
     Json(raft.install_snapshot(req).await)
 }

@@ -49,6 +49,14 @@ pub struct WorkerConfig {
     /// Timeout of one Raft RPC (milliseconds).
     #[serde(default = "default_rpc_timeout_ms")]
     pub rpc_timeout_ms: u64,
+    /// Take a snapshot of the replicated state after this many applied Raft entries since the
+    /// last one; the log before the snapshot, less `raft_logs_kept` entries, is then purged.
+    #[serde(default = "default_raft_snapshot_logs")]
+    pub raft_snapshot_logs: u64,
+    /// Entries kept behind a snapshot, so a follower that is only a little behind catches up
+    /// from the log; one further behind is sent the snapshot (in 4 MiB chunks).
+    #[serde(default = "default_raft_logs_kept")]
+    pub raft_logs_kept: u64,
     /// Mutual TLS for the Raft RPC port. Absent: plain HTTP, for a trusted network only.
     #[serde(default)]
     pub tls: Option<TlsConfig>,
@@ -101,6 +109,12 @@ fn default_election_max_ms() -> u64 {
 fn default_rpc_timeout_ms() -> u64 {
     500
 }
+fn default_raft_snapshot_logs() -> u64 {
+    5_000
+}
+fn default_raft_logs_kept() -> u64 {
+    1_000
+}
 
 /// Why a worker configuration was refused. Each names the offending field.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -152,6 +166,10 @@ pub struct CheckedWorkerConfig {
     pub election_timeout: (Duration, Duration),
     /// One Raft RPC's timeout.
     pub rpc_timeout: Duration,
+    /// Applied entries between two snapshots of the replicated state.
+    pub raft_snapshot_logs: u64,
+    /// Entries kept behind a snapshot.
+    pub raft_logs_kept: u64,
     /// Mutual TLS on the Raft port, when configured.
     pub tls: Option<TlsConfig>,
 }
@@ -232,6 +250,9 @@ impl WorkerConfig {
         if self.rpc_timeout_ms == 0 || self.rpc_timeout_ms >= self.lease_ms {
             return invalid("rpc_timeout_ms", "must be positive and below lease_ms");
         }
+        if self.raft_snapshot_logs == 0 {
+            return invalid("raft_snapshot_logs", "must be a positive integer");
+        }
         if let Some(tls) = &self.tls {
             for (field, path) in [
                 ("tls.cert_file", &tls.cert_file),
@@ -280,6 +301,8 @@ impl WorkerConfig {
                 Duration::from_millis(self.election_timeout_max_ms),
             ),
             rpc_timeout: Duration::from_millis(self.rpc_timeout_ms),
+            raft_snapshot_logs: self.raft_snapshot_logs,
+            raft_logs_kept: self.raft_logs_kept,
             tls: self.tls,
         })
     }

@@ -85,6 +85,8 @@ impl ControlPlane for FakePlane {
             leader: Some(1),
             term: 3,
             last_applied: Some(9),
+            snapshot_index: Some(5),
+            purged_index: Some(2),
             members: vec![],
         }
     }
