@@ -140,6 +140,20 @@ pub(crate) async fn send_all(
     batch: &[KafkaRecord],
     fence: Option<&Fence>,
 ) -> Result<(), SinkError> {
+    enqueue_all(producer, batch, fence)
+        .await?
+        .acknowledged()
+        .await
+}
+
+/// Enqueues every record in order (a full local queue waits for this batch's oldest
+/// outstanding delivery), asking `fence` before each; the deliveries still outstanding are
+/// returned, to be awaited with [`Acknowledgements::acknowledged`].
+async fn enqueue_all(
+    producer: &FutureProducer,
+    batch: &[KafkaRecord],
+    fence: Option<&Fence>,
+) -> Result<Acknowledgements, SinkError> {
     let mut pending: VecDeque<DeliveryFuture> = VecDeque::new();
     for record in batch {
         if fence.is_some_and(|holds| !holds()) {
@@ -158,17 +172,51 @@ pub(crate) async fn send_all(
                     fr = back;
                     match pending.pop_front() {
                         Some(oldest) => await_fenced(producer, oldest, fence).await?,
-                        None => tokio::time::sleep(Duration::from_millis(10)).await,
+                        // the queue holds an earlier batch's records: wait for it to drain
+                        None => {
+                            if fence.is_some_and(|holds| !holds()) {
+                                producer.purge(PurgeConfig::default().queue().inflight());
+                                return Err(SinkError::OwnershipLost);
+                            }
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
                     }
                 }
                 Err((e, _)) => return Err(delivery_error(&e, fatal_code(producer))),
             }
         }
     }
-    for delivery in pending {
-        await_fenced(producer, delivery, fence).await?;
+    Ok(Acknowledgements {
+        producer: producer.clone(),
+        pending,
+        fence: fence.cloned(),
+    })
+}
+
+/// The deliveries of an enqueued batch still to be acknowledged ([`KafkaPublisher::enqueue`]).
+/// Dropping it abandons the wait, not the records: librdkafka still sends them.
+pub struct Acknowledgements {
+    producer: FutureProducer,
+    pending: VecDeque<DeliveryFuture>,
+    fence: Option<Fence>,
+}
+
+impl fmt::Debug for Acknowledgements {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Acknowledgements")
+            .field("pending", &self.pending.len())
+            .finish_non_exhaustive()
     }
-    Ok(())
+}
+
+impl Acknowledgements {
+    /// Waits for every acknowledgement, asking the fence meanwhile ([`await_fenced`]).
+    pub async fn acknowledged(self) -> Result<(), SinkError> {
+        for delivery in self.pending {
+            await_fenced(&self.producer, delivery, self.fence.as_ref()).await?;
+        }
+        Ok(())
+    }
 }
 
 impl KafkaPublisher {
@@ -196,6 +244,17 @@ impl KafkaPublisher {
     pub fn creating_topics(mut self, topics: Arc<TopicAdminClient>) -> Self {
         self.topics = Some(topics);
         self
+    }
+
+    /// Enqueues `batch` in order, behind every batch enqueued before it, and returns its
+    /// deliveries still outstanding: the caller may enqueue the next batch before it awaits
+    /// them. The records of one partition are written in the order enqueued, across batches
+    /// (the idempotent producer keeps that order through retries).
+    pub async fn enqueue(&self, batch: Vec<KafkaRecord>) -> Result<Acknowledgements, SinkError> {
+        if let Some(topics) = &self.topics {
+            topics.ensure(&batch).await?;
+        }
+        enqueue_all(&self.producer, &batch, self.fence.as_ref()).await
     }
 
     /// Waits up to `timeout` for anything still queued (for a clean shutdown).

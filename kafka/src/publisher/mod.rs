@@ -9,6 +9,6 @@ mod topic_admin_client;
 
 pub(crate) use kafka_error_map::{client_error, transaction_error};
 pub(crate) use kafka_publisher::{fatal_code, send_all};
-pub use kafka_publisher::{Fence, KafkaPublisher};
+pub use kafka_publisher::{Acknowledgements, Fence, KafkaPublisher};
 pub use publisher::Publisher;
 pub use topic_admin_client::TopicAdminClient;

@@ -247,6 +247,10 @@ impl PipelineRunner {
         let mut committed = (processed.clone(), delivered.clone());
         // what Kafka holds durably: a batch that ends inside a sliced transaction moves it not
         let mut durable = committed.clone();
+        // the batch in flight (at-least-once, no snapshot): enqueued, acknowledged when the
+        // next batch is enqueued behind it or when the stream has nothing more waiting; its
+        // positions and the commit time of its newest transaction
+        let mut in_flight: Option<((Position, Position), Option<u64>)> = None;
         // bounded by bytes: each output holds permits for its size (capped at the whole
         // budget) until delivered
         let budget = Arc::new(Semaphore::new(SOURCE_BUFFER_BYTES));
@@ -366,12 +370,39 @@ impl PipelineRunner {
                         )
                         .await?;
                     drop(permits);
-                    if outcome == Delivered::Durable {
-                        durable = (processed.clone(), delivered.clone());
+                    let pair = (processed.clone(), delivered.clone());
+                    match outcome {
+                        Delivered::Durable => {
+                            durable = pair;
+                            in_flight = None;
+                        }
+                        // the parts before it, and the batch in flight, are acknowledged
+                        Delivered::InsideTransaction => {
+                            if let Some((before, _)) = in_flight.take() {
+                                durable = before;
+                            }
+                        }
+                        Delivered::InFlight { committed_at_micros } => {
+                            if let Some((before, at)) =
+                                in_flight.replace((pair, committed_at_micros))
+                            {
+                                durable = before;
+                                self.record_lag(at);
+                            }
+                        }
                     }
                 }
                 _ = tick.tick() => {}
                 _ = tokio::time::sleep(wait) => {}
+            }
+            // nothing waits behind the batch in flight: acknowledge it now rather than with
+            // a batch that may be long in coming
+            if in_flight.is_some() && rx.is_empty() {
+                sink.settle().await.map_err(|e| RunnerExit::from_sink(&e))?;
+                if let Some((pair, at)) = in_flight.take() {
+                    durable = pair;
+                    self.record_lag(at);
+                }
             }
             if snapshot.as_ref().is_some_and(SnapshotDriver::is_complete) {
                 if let Some(done) = snapshot.take() {
@@ -470,7 +501,12 @@ impl PipelineRunner {
                 Err(e) if e.is_retriable() => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                Err(e) => return Err(RunnerExit::failed(e.code())),
+                Err(e) => {
+                    return Err(RunnerExit::Failed {
+                        code: e.code().to_string(),
+                        detail: Some(e.to_string()),
+                    })
+                }
             }
         }
     }

@@ -13,7 +13,7 @@ use capstan_raft_store::Command;
 use super::pipeline_runner::{now_ms, PipelineRunner};
 use super::record_encoder::{Encoded, RecordEncoder};
 use super::runner_exit::RunnerExit;
-use super::runner_sink::RunnerSink;
+use super::runner_sink::{RunnerSink, Sent};
 use super::snapshot_driver::{ChunkRows, SnapshotDriver};
 use super::table_run::ProgressWrite;
 use crate::fault_point::FaultPoint;
@@ -48,10 +48,15 @@ pub(super) enum Payload {
 pub(super) enum Delivered {
     /// Published and acknowledged (exactly-once: committed) up to the batch's position.
     Durable,
-    /// Inside a transaction handed out in slices: its records so far are published (in
-    /// exactly-once mode, into the still open Kafka transaction), and the checkpoint may not
-    /// move until its last part is.
+    /// Inside a transaction handed out in slices: its records so far are published, and the
+    /// checkpoint may not move until its last part is (every batch before it is durable).
     InsideTransaction,
+    /// Enqueued, at-least-once: every batch before it is acknowledged; its own
+    /// acknowledgements are awaited behind the next batch or by [`RunnerSink::settle`].
+    InFlight {
+        /// When the newest of its transactions committed on the source (for the lag).
+        committed_at_micros: Option<u64>,
+    },
 }
 
 impl PipelineRunner {
@@ -161,13 +166,18 @@ impl PipelineRunner {
         }
         self.require_lease()?;
         let bytes: u64 = batch.iter().map(|r| r.approximate_size() as u64).sum();
-        let delivered = if inside_transaction {
-            sink.publish_part(batch).await
+        let sent = if inside_transaction {
+            sink.publish_part(batch).await.map(|()| Sent::Durable)
+        } else if snapshot.is_none() {
+            // no chunk's progress waits on this batch: it may stay in flight while the next
+            // is encoded and enqueued behind it
+            sink.send(batch, position, processed).await
         } else {
             sink.publish(batch, position, processed, kafka_progress)
                 .await
+                .map(|()| Sent::Durable)
         };
-        delivered.map_err(|e| RunnerExit::from_sink(&e))?;
+        let sent = sent.map_err(|e| RunnerExit::from_sink(&e))?;
         self.metrics
             .record_published(&self.name, rows, transactions, bytes);
         if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref_mut()) {
@@ -184,16 +194,27 @@ impl PipelineRunner {
             self.metrics
                 .set_snapshot_read_ahead(&self.name, driver.read_ahead_counts());
         }
-        if let Some(committed) = last_commit_micros {
-            // commit-to-acknowledgement lag of the newest transaction of the batch
+        Ok(match sent {
+            Sent::InFlight => Delivered::InFlight {
+                committed_at_micros: last_commit_micros,
+            },
+            Sent::Durable => {
+                self.record_lag(last_commit_micros);
+                if inside_transaction {
+                    Delivered::InsideTransaction
+                } else {
+                    Delivered::Durable
+                }
+            }
+        })
+    }
+
+    /// The commit-to-acknowledgement lag of the newest transaction acknowledged.
+    pub(super) fn record_lag(&self, committed_at_micros: Option<u64>) {
+        if let Some(committed) = committed_at_micros {
             let lag = now_ms().saturating_sub(committed / 1000) as f64 / 1000.0;
             self.metrics.set_lag_seconds(&self.name, lag);
         }
-        Ok(if inside_transaction {
-            Delivered::InsideTransaction
-        } else {
-            Delivered::Durable
-        })
     }
 
     /// The records of a chunk: its rows (`op: r`), then the table's completion marker after

@@ -6,14 +6,26 @@ use capstan_core::position::Position;
 use capstan_kafka::exactly_once::{
     Checkpoint, ExactlyOncePublisher, KafkaTransactionalProducer, SnapshotProgress,
 };
-use capstan_kafka::publisher::{KafkaPublisher, Publisher};
+use capstan_kafka::publisher::{Acknowledgements, KafkaPublisher};
 use capstan_kafka::record::KafkaRecord;
 use capstan_kafka::SinkError;
 
+/// How far [`RunnerSink::send`] got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// Acknowledged (exactly-once: committed).
+    Durable,
+    /// Enqueued; every batch before it is acknowledged, its own acknowledgements are awaited
+    /// with the next send, [`RunnerSink::settle`] or any publish.
+    InFlight,
+}
+
 /// The publisher of one runner.
 pub enum RunnerSink {
-    /// Idempotent producer; a batch is done when every record is acknowledged.
-    AtLeastOnce(KafkaPublisher),
+    /// Idempotent producer; a batch is done when every record is acknowledged. At most one
+    /// batch may be in flight (enqueued, its acknowledgements not yet awaited) while the
+    /// next is encoded and enqueued behind it.
+    AtLeastOnce(KafkaPublisher, Option<Acknowledgements>),
     /// Transactional producer; a batch is done when its Kafka transaction committed. The
     /// snapshot progress last published rides along in every later offsets record.
     ExactlyOnce(
@@ -25,7 +37,7 @@ pub enum RunnerSink {
 impl std::fmt::Debug for RunnerSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunnerSink::AtLeastOnce(_) => f.write_str("RunnerSink::AtLeastOnce"),
+            RunnerSink::AtLeastOnce(..) => f.write_str("RunnerSink::AtLeastOnce"),
             RunnerSink::ExactlyOnce(p, _) => write!(f, "RunnerSink::ExactlyOnce({p:?})"),
         }
     }
@@ -35,7 +47,7 @@ impl RunnerSink {
     /// Exactly-once: the snapshot chunks counted in the last offsets record (0 otherwise).
     pub fn snapshot_chunks(&self) -> u64 {
         match self {
-            RunnerSink::AtLeastOnce(_) => 0,
+            RunnerSink::AtLeastOnce(..) => 0,
             RunnerSink::ExactlyOnce(_, last) => last.chunks_committed,
         }
     }
@@ -46,8 +58,11 @@ impl RunnerSink {
     /// offsets record with each batch.
     pub async fn publish_part(&mut self, records: Vec<KafkaRecord>) -> Result<(), SinkError> {
         match self {
-            RunnerSink::AtLeastOnce(_) if records.is_empty() => Ok(()),
-            RunnerSink::AtLeastOnce(p) => p.publish(records).await,
+            RunnerSink::AtLeastOnce(p, in_flight) => {
+                let acks = p.enqueue(records).await?;
+                settle(in_flight).await?;
+                acks.acknowledged().await
+            }
             RunnerSink::ExactlyOnce(..) => Err(SinkError::TransactionFailed {
                 kafka_code: "sliced_transaction_unsupported".into(),
                 retriable: false,
@@ -57,7 +72,7 @@ impl RunnerSink {
 
     /// Publishes `records`, which bring the checkpoint to `position` and the processed
     /// position to `processed` (ahead of it only while a MariaDB XA prepare is pending,
-    /// ADR-0008). In exactly-once mode the batch and the offsets record naming both commit
+    /// ADR-0008), and waits for them and for the batch in flight before them. In exactly-once mode the batch and the offsets record naming both commit
     /// atomically; a batch
     /// without records is still committed there, so the offsets record keeps up with
     /// filtered traffic. `snapshot` is the snapshot progress once this batch is published
@@ -70,11 +85,10 @@ impl RunnerSink {
         snapshot: Option<SnapshotProgress>,
     ) -> Result<(), SinkError> {
         match self {
-            RunnerSink::AtLeastOnce(p) => {
-                if records.is_empty() {
-                    return Ok(());
-                }
-                p.publish(records).await
+            RunnerSink::AtLeastOnce(p, in_flight) => {
+                let acks = p.enqueue(records).await?;
+                settle(in_flight).await?;
+                acks.acknowledged().await
             }
             RunnerSink::ExactlyOnce(p, last) => {
                 let checkpoint = Checkpoint {
@@ -87,5 +101,46 @@ impl RunnerSink {
                 Ok(())
             }
         }
+    }
+
+    /// Sends `records`, which bring the checkpoint to `position` (and the processed position
+    /// to `processed`), without waiting for their acknowledgements where it can: at-least-once
+    /// enqueues them behind the batch in flight, waits for that batch's acknowledgements and
+    /// returns [`Sent::InFlight`] (they are the batch in flight now); exactly-once publishes
+    /// them with the offsets record as [`RunnerSink::publish`] does ([`Sent::Durable`]).
+    pub async fn send(
+        &mut self,
+        records: Vec<KafkaRecord>,
+        position: &Position,
+        processed: &Position,
+    ) -> Result<Sent, SinkError> {
+        match self {
+            RunnerSink::AtLeastOnce(p, in_flight) => {
+                let acks = p.enqueue(records).await?;
+                settle(in_flight).await?;
+                *in_flight = Some(acks);
+                Ok(Sent::InFlight)
+            }
+            RunnerSink::ExactlyOnce(..) => {
+                self.publish(records, position, processed, None).await?;
+                Ok(Sent::Durable)
+            }
+        }
+    }
+
+    /// Waits for the acknowledgements of the batch in flight, if any.
+    pub async fn settle(&mut self) -> Result<(), SinkError> {
+        match self {
+            RunnerSink::AtLeastOnce(_, in_flight) => settle(in_flight).await,
+            RunnerSink::ExactlyOnce(..) => Ok(()),
+        }
+    }
+}
+
+/// Awaits and clears the batch in flight.
+async fn settle(in_flight: &mut Option<Acknowledgements>) -> Result<(), SinkError> {
+    match in_flight.take() {
+        Some(acks) => acks.acknowledged().await,
+        None => Ok(()),
     }
 }

@@ -56,7 +56,7 @@ impl PipelineRunner {
                 publisher = publisher.creating_topics(topics);
             }
             let start = StartPosition::resume(raft_position, raft_processed);
-            return Ok((RunnerSink::AtLeastOnce(publisher), start));
+            return Ok((RunnerSink::AtLeastOnce(publisher, None), start));
         }
         let mut log = KafkaTransactionalLog::new(
             sink.producer.clone(),
