@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/capstan/target}
 deploy/dev/install-deps.sh
+deploy/dev/browser-deps.sh   # chromium and playwright-core for the status page's browser test
 deploy/dev/services.sh up
 eval "$(deploy/dev/services.sh env)"
 log=$(mktemp)

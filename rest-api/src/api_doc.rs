@@ -11,12 +11,14 @@ use crate::pipeline_routes;
 use crate::pipeline_views::{
     PipelineOffsets, PipelineStatus, PipelineView, RestartView, TableOffset,
 };
+use crate::status_page;
 
 /// capstan's REST API.
 #[derive(Debug, OpenApi)]
 #[openapi(
     info(title = "capstan", description = "change data capture from MySQL and MariaDB to Kafka: the worker REST API"),
     paths(
+        status_page::status_page,
         cluster_routes::health,
         cluster_routes::cluster,
         cluster_routes::add_member,

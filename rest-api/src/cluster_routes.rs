@@ -1,6 +1,7 @@
 //! The cluster, health, metrics and API-description endpoints.
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
@@ -46,13 +47,16 @@ pub(crate) async fn cluster(State(p): State<Plane>) -> impl IntoResponse {
         (status = 201, description = "added"),
         (status = 400, description = "an invalid field", body = ApiError),
         (status = 401, description = "missing or wrong bearer token", body = ApiError),
-        (status = 503, description = "no quorum", body = ApiError)),
+        (status = 409, description = "the id or raft address is another member's, or the raft address does not answer (`member_id_in_use`, `member_address_in_use`, `member_unreachable`)", body = ApiError),
+        (status = 413, description = "the body is over 2 MiB", body = ApiError),
+        (status = 503, description = "no quorum, or the new member is a learner still catching up (`member_catching_up`)", body = ApiError)),
     security(("bearer" = [])))]
 pub(crate) async fn add_member(
     State(p): State<Plane>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<StatusCode, ApiError> {
-    p.add_member(json_body::parse(&body)?).await?;
+    p.add_member(json_body::parse(&json_body::read(body)?)?)
+        .await?;
     Ok(StatusCode::CREATED)
 }
 
@@ -64,7 +68,7 @@ pub(crate) async fn add_member(
         (status = 400, description = "the id is not a number", body = ApiError),
         (status = 401, description = "missing or wrong bearer token", body = ApiError),
         (status = 404, description = "no such member", body = ApiError),
-        (status = 409, description = "the member is the Raft leader (`member_is_leader`)", body = ApiError),
+        (status = 409, description = "the member is the Raft leader (`member_is_leader`), or removing it would leave no live quorum (`would_lose_quorum`)", body = ApiError),
         (status = 503, description = "no quorum", body = ApiError)),
     security(("bearer" = [])))]
 pub(crate) async fn remove_member(
@@ -90,12 +94,38 @@ pub(crate) async fn metrics(State(p): State<Plane>) -> Result<impl IntoResponse,
 /// This API's OpenAPI 3.1 description.
 #[utoipa::path(get, path = "/openapi.json", tag = "cluster",
     responses((status = 200, description = "the OpenAPI document", body = Object)))]
-pub(crate) async fn openapi() -> Result<impl IntoResponse, ApiError> {
-    let text = ApiDoc::openapi().to_pretty_json().map_err(|_| {
+pub(crate) async fn openapi(guarded: bool) -> Result<impl IntoResponse, ApiError> {
+    let mut doc = ApiDoc::openapi();
+    if !guarded {
+        without_security(&mut doc);
+    }
+    let text = doc.to_pretty_json().map_err(|_| {
         ApiError::internal(
             "openapi_failed",
             "the openapi document could not be rendered",
         )
     })?;
     Ok(([(header::CONTENT_TYPE, "application/json")], text))
+}
+
+/// Without a configured token nothing asks for one: the document says so (no `bearer` scheme,
+/// no operation requiring it), so a client generated from it sends none.
+fn without_security(doc: &mut utoipa::openapi::OpenApi) {
+    for item in doc.paths.paths.values_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            op.security = None;
+        }
+    }
+    if let Some(components) = doc.components.as_mut() {
+        components.security_schemes.remove("bearer");
+    }
 }

@@ -1,9 +1,32 @@
 //! Request bodies: JSON parsed by hand so that every failure is a 400 `{error_code, message,
 //! field}` naming the field, whatever the content type, and never echoing a value.
 
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use crate::api_error::ApiError;
+
+/// The largest request body the API reads (axum's default, stated): a pipeline definition is
+/// further bounded by the Raft entry limit (1 MiB as json, `command_too_large`).
+pub const BODY_LIMIT: usize = 2 << 20;
+
+/// The body, or 413 `request_too_large` when it is over [`BODY_LIMIT`] (400 when it could not
+/// be read at all).
+pub(crate) fn read(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request_too_large",
+                format!("the request body is over the limit of {BODY_LIMIT} bytes"),
+            )
+        } else {
+            ApiError::bad_request("unreadable_body", "the request body could not be read")
+        }
+    })
+}
 
 /// Parses `bytes` as a JSON document (any shape).
 pub(crate) fn parse_value(bytes: &[u8]) -> Result<serde_json::Value, ApiError> {
@@ -26,7 +49,8 @@ pub(crate) fn parse_value(bytes: &[u8]) -> Result<serde_json::Value, ApiError> {
 
 /// Parses `bytes` as a `T`: unknown keys, wrong types and missing fields name the field.
 pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let value = parse_value(bytes)?;
+    let mut value = parse_value(bytes)?;
+    whole_floats_as_integers(&mut value);
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." {
@@ -36,6 +60,28 @@ pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         };
         ApiError::invalid_field("invalid_request", &field, redact(&e.inner().to_string()))
     })
+}
+
+/// JSON does not tell `4` from `4.0` (nor does the OpenAPI document: both are integers), but
+/// serde refuses a float for an integer field: every float without a fraction that fits an
+/// integer becomes one.
+fn whole_floats_as_integers(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            if f.fract() == 0.0 {
+                if (0.0..18_446_744_073_709_551_616.0).contains(&f) {
+                    *value = Value::from(f as u64);
+                } else if (-9_223_372_036_854_775_808.0..0.0).contains(&f) {
+                    *value = Value::from(f as i64);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_floats_as_integers),
+        Value::Object(fields) => fields.values_mut().for_each(whole_floats_as_integers),
+        _ => {}
+    }
 }
 
 /// serde's messages quote offending values (`string "…"`, ``integer `…` ``); keep only their
@@ -97,6 +143,16 @@ mod tests {
         assert_eq!(e.error_code, "invalid_json");
         let e = parse::<Probe>(b"  ").unwrap_err();
         assert_eq!(e.error_code, "invalid_json");
+    }
+
+    #[test]
+    fn whole_floats_are_integers() {
+        let p = parse::<Probe>(br#"{"id": 4.0, "addr": "x"}"#).unwrap();
+        assert_eq!(p.id, 4);
+        let e = parse::<Probe>(br#"{"id": 4.5, "addr": "x"}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("id"));
+        let e = parse::<Probe>(br#"{"id": -1.0, "addr": "x"}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("id"));
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod json_body;
 mod pipeline_routes;
 mod pipeline_views;
 mod router;
+mod status_page;
 
 #[cfg(test)]
 mod tests;

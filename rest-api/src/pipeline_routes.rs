@@ -2,6 +2,7 @@
 //! OpenAPI description; `api_doc` collects them.
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -27,13 +28,16 @@ pub(crate) async fn list_pipelines(State(p): State<Plane>) -> Result<impl IntoRe
         (status = 400, description = "malformed json or an invalid field", body = ApiError),
         (status = 401, description = "missing or wrong bearer token", body = ApiError),
         (status = 409, description = "a pipeline of that name exists", body = ApiError),
+        (status = 413, description = "the body is over 2 MiB, or the definition over the 1 MiB raft entry limit", body = ApiError),
         (status = 503, description = "no quorum", body = ApiError)),
     security(("bearer" = [])))]
 pub(crate) async fn create_pipeline(
     State(p): State<Plane>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let view = p.create_pipeline(json_body::parse_value(&body)?).await?;
+    let view = p
+        .create_pipeline(json_body::parse_value(&json_body::read(body)?)?)
+        .await?;
     Ok((StatusCode::CREATED, Json(view)))
 }
 
@@ -72,14 +76,15 @@ pub(crate) async fn pipeline_config(
         (status = 400, description = "malformed json, an invalid field or another name", body = ApiError),
         (status = 401, description = "missing or wrong bearer token", body = ApiError),
         (status = 404, description = "no such pipeline", body = ApiError),
+        (status = 413, description = "the body is over 2 MiB, or the definition over the 1 MiB raft entry limit", body = ApiError),
         (status = 503, description = "no quorum", body = ApiError)),
     security(("bearer" = [])))]
 pub(crate) async fn put_pipeline_config(
     State(p): State<Plane>,
     Path(name): Path<String>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let mut definition = json_body::parse_value(&body)?;
+    let mut definition = json_body::parse_value(&json_body::read(body)?)?;
     if let Some(fields) = definition.as_object_mut() {
         match fields.get("name") {
             None => {

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::{get, post, put};
 use axum::Router;
@@ -11,7 +12,9 @@ use crate::api_error::ApiError;
 use crate::api_token::{require_token, ApiToken};
 use crate::cluster_routes as c;
 use crate::control_plane::ControlPlane;
+use crate::json_body;
 use crate::pipeline_routes as p;
+use crate::status_page;
 
 /// The control plane handlers talk to.
 pub(crate) type Plane = Arc<dyn ControlPlane>;
@@ -19,7 +22,9 @@ pub(crate) type Plane = Arc<dyn ControlPlane>;
 /// All routes over `plane`. With a `token`, POST, PUT and DELETE need
 /// `Authorization: Bearer <token>`; reads stay open.
 pub fn router(plane: Arc<dyn ControlPlane>, token: Option<ApiToken>) -> Router {
+    let guarded = token.is_some();
     Router::new()
+        .route("/", get(status_page::status_page))
         .route("/health", get(c::health))
         .route("/cluster", get(c::cluster))
         .route("/cluster/members", post(c::add_member))
@@ -28,7 +33,7 @@ pub fn router(plane: Arc<dyn ControlPlane>, token: Option<ApiToken>) -> Router {
             axum::routing::delete(c::remove_member),
         )
         .route("/metrics", get(c::metrics))
-        .route("/openapi.json", get(c::openapi))
+        .route("/openapi.json", get(move || c::openapi(guarded)))
         .route(
             "/pipelines",
             get(p::list_pipelines).post(p::create_pipeline),
@@ -54,6 +59,7 @@ pub fn router(plane: Arc<dyn ControlPlane>, token: Option<ApiToken>) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(plane)
         .layer(middleware::from_fn_with_state(token, require_token))
+        .layer(DefaultBodyLimit::max(json_body::BODY_LIMIT))
 }
 
 async fn not_found() -> ApiError {

@@ -197,6 +197,19 @@ async fn errors_are_json_with_the_right_status() {
         )
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    // a body over the limit is a json 413, not axum's plain text
+    let huge = format!(
+        r#"{{"name": "big", "pad": "{}"}}"#,
+        "x".repeat(crate::json_body::BODY_LIMIT)
+    );
+    for (method, path) in [
+        (Method::POST, "/pipelines"),
+        (Method::PUT, "/pipelines/a/config"),
+        (Method::POST, "/cluster/members"),
+    ] {
+        let r = api.send(method, path, Some(&huge)).await;
+        assert_error(&r, StatusCode::PAYLOAD_TOO_LARGE, "request_too_large");
+    }
 }
 
 #[tokio::test]
@@ -327,6 +340,21 @@ async fn a_token_guards_every_mutation_and_leaves_reads_open() {
 }
 
 #[tokio::test]
+async fn the_status_page_is_served_open_and_self_contained() {
+    // open even where a token guards the writes: the page asks for the token itself
+    let api = Api::guarded();
+    let r = api.get("/").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.content_type, "text/html; charset=utf-8");
+    assert!(r.text.starts_with("<!doctype html") || r.text.starts_with("<!DOCTYPE html"));
+    // nothing fetched from elsewhere
+    for outside in ["http://", "https://", "//cdn"] {
+        assert!(!r.text.contains(&format!("src=\"{outside}")), "{outside}");
+        assert!(!r.text.contains(&format!("href=\"{outside}")), "{outside}");
+    }
+}
+
+#[tokio::test]
 async fn metrics_and_openapi() {
     let api = Api::open();
     let r = api.get("/metrics").await;
@@ -358,11 +386,20 @@ async fn metrics_and_openapi() {
         "/health",
         "/metrics",
         "/openapi.json",
+        "/",
     ] {
         assert!(paths.contains_key(p), "openapi lacks {p}");
     }
     assert!(paths["/pipelines/{name}/config"]["put"].is_object());
     assert!(paths["/pipelines/{name}/offsets"]["delete"].is_object());
-    assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+    // no token configured: nothing asks for one
+    assert!(
+        doc["components"]["securitySchemes"]["bearer"].is_null(),
+        "{doc}"
+    );
+    assert!(paths["/pipelines"]["post"]["security"].is_null());
+    let guarded = Api::guarded().get("/openapi.json").await.json();
+    assert!(guarded["components"]["securitySchemes"]["bearer"].is_object());
+    assert!(guarded["paths"]["/pipelines"]["post"]["security"].is_array());
     assert!(doc["components"]["schemas"]["ApiError"].is_object());
 }

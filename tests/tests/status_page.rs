@@ -1,0 +1,174 @@
+//! The status page (`GET /`) in a real browser: Debian's chromium, driven by playwright-core
+//! through `tests/browser/status_page.mjs` (installed by `deploy/dev/browser-deps.sh`). On a
+//! running 3-worker cluster the page renders the members and the leader, a pipeline halted on
+//! a wrong password shows its reason, and when the owner of another pipeline is killed the
+//! page (served by a surviving worker) shows the new owner within seconds. Every check leaves
+//! a screenshot in `$CARGO_TARGET_DIR/test-artifacts/status-page` (or `target/...`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use capstan_tests::cluster::Cluster;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+const SETTLE: Duration = Duration::from_secs(40);
+const WRONG: &str = "wrong-pw-7334";
+
+fn browser_dir() -> PathBuf {
+    capstan_tests::manifest_dir().join("browser")
+}
+
+/// The harness, its packages and the browser are there; a skip (a failure under CI) if not.
+fn harness_ready() -> Option<()> {
+    let node = Command::new("node").arg("--version").output();
+    if !node.is_ok_and(|o| o.status.success()) {
+        return capstan_tests::skip_or_fail("node is not installed (deploy/dev/browser-deps.sh)");
+    }
+    if !browser_dir().join("node_modules/playwright-core").is_dir() {
+        return capstan_tests::skip_or_fail(
+            "tests/browser/node_modules is missing (deploy/dev/browser-deps.sh)",
+        );
+    }
+    if !std::path::Path::new("/usr/bin/chromium").exists() {
+        return capstan_tests::skip_or_fail(
+            "/usr/bin/chromium is missing (deploy/dev/browser-deps.sh)",
+        );
+    }
+    Some(())
+}
+
+fn screenshots() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| capstan_tests::manifest_dir().join("../target"));
+    let dir = target.join("test-artifacts/status-page");
+    std::fs::create_dir_all(&dir).expect("screenshot dir");
+    dir
+}
+
+fn harness(url: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new("node");
+    cmd.arg(browser_dir().join("status_page.mjs"))
+        .arg(url)
+        .arg(screenshots())
+        .args(args)
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn check(url: &str, args: &[&str]) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = harness(url, args).output().expect("run the harness");
+    let (out, err) = (
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr),
+    );
+    assert!(
+        status.success(),
+        "{args:?} failed ({status}):\n{out}\n{err}"
+    );
+    print!("{out}");
+}
+
+#[test]
+fn the_page_shows_the_cluster_a_halt_and_a_failover() {
+    if harness_ready().is_none() {
+        return;
+    }
+    let Some(db) = capstan_tests::mysql() else {
+        return;
+    };
+    let Some(mut c) = Cluster::start(3) else {
+        return;
+    };
+    let leader = c.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
+    let definition = |name: &str, port: u16, password: &str, server_id: u32| -> Value {
+        json!({
+            "name": name,
+            "source": {
+                "host": db.host, "port": port, "user": db.user, "password": password,
+                "tls": {"mode": "verify_none"}, "server_id": server_id,
+                "flavor": "mysql", "max_reconnects": 1, "reconnect_backoff_ms": 100
+            },
+            "kafka": {"bootstrap_servers": "127.0.0.1:1", "topic_prefix": "page"},
+            "start_position": "current"
+        })
+    };
+    let id = std::process::id() % 500;
+    for d in [
+        definition("badpw", db.port, WRONG, 9100 + id),
+        definition("moving", 1, "irrelevant-pw", 9700 + id),
+    ] {
+        let name = d["name"].as_str().unwrap().to_string();
+        let (s, b) = c
+            .send(leader, Method::POST, "/pipelines", Some(&d))
+            .unwrap();
+        assert_eq!(s, 201, "{b}");
+        c.send(
+            leader,
+            Method::PUT,
+            &format!("/pipelines/{name}/resume"),
+            None,
+        )
+        .unwrap();
+    }
+    let failed = c.wait_until(SETTLE, |c| {
+        let v = c.pipeline_status(leader, "badpw")?;
+        (v["state"] == "failed").then_some(v)
+    });
+    assert!(failed.is_some(), "{:?}", c.pipeline_status(leader, "badpw"));
+    let (owner, _) = c
+        .wait_until(SETTLE, |c| {
+            c.pipeline_owner(leader, "moving").map(|(o, e, _)| (o, e))
+        })
+        .expect("moving has an owner");
+    // the page is served by a worker that survives the owner's death
+    let viewer = [1, 2, 3].into_iter().find(|&n| n != owner).unwrap();
+    let url = c.workers[&viewer].api();
+
+    check(&url, &["renders", "30"]);
+    check(
+        &url,
+        &["halt-reason", "badpw", "authentication failed", "30"],
+    );
+    let page =
+        std::fs::read_to_string(screenshots().join("halt-reason-badpw.log")).unwrap_or_default();
+    assert!(!page.contains(WRONG), "the password reached the page's log");
+
+    // a failover: the harness watches the page, the owner dies, the page shows another owner
+    let mut watcher = harness(&url, &["owner-changes", "moving", &owner.to_string(), "40"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the harness");
+    let mut lines = BufReader::new(watcher.stdout.take().unwrap()).lines();
+    let ready = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("ready:"));
+    assert!(ready.is_some(), "the harness never showed the page");
+    let killed = Instant::now();
+    c.kill9(owner);
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = watcher.wait().expect("wait for the harness");
+    let seen_after = killed.elapsed();
+    let mut err = String::new();
+    if let Some(mut e) = watcher.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    assert!(
+        status.success(),
+        "owner-changes failed ({status}):\n{rest:?}\n{err}"
+    );
+    println!("{rest:?}: the page showed the new owner {seen_after:?} after the kill");
+    // the lease (2 s) and its margin, a scheduling round, and the page's 1 s poll
+    assert!(seen_after < Duration::from_secs(15), "{seen_after:?}");
+}
