@@ -317,9 +317,31 @@ impl Node {
 
     /// The current leader's id and addresses, if known.
     pub fn leader_info(&self) -> Option<NodeInfo> {
-        let m = self.raft.metrics().borrow().clone();
-        let leader = m.current_leader?;
-        m.membership_config.membership().get_node(&leader).cloned()
+        let leader = self.raft.metrics().borrow().current_leader?;
+        self.members().remove(&leader)
+    }
+
+    /// Every member (voters and learners) with its addresses, as this node knows them.
+    pub fn members(&self) -> BTreeMap<NodeId, NodeInfo> {
+        self.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .nodes()
+            .map(|(id, info)| (*id, info.clone()))
+            .collect()
+    }
+
+    /// The voters, as this node knows them.
+    pub fn voters(&self) -> BTreeSet<NodeId> {
+        self.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .collect()
     }
 
     /// True while this node has reached a quorum within its lease: the condition for acting

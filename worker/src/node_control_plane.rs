@@ -4,11 +4,10 @@
 //! leader by [`Node::write`]); membership changes run on the leader, so a follower forwards
 //! them to the leader's API.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capstan_raft_store::{Command, DesiredState, NodeId, NodeInfo, Response, SpecJson};
+use capstan_raft_store::{Command, DesiredState, NodeInfo, Response, SpecJson};
 use capstan_rest_api::{
     AddMember, ApiError, ApiToken, ClusterView, ControlPlane, Health, MemberView, PipelineOffsets,
     PipelineStatus, PipelineView, RestartView, TableOffset,
@@ -86,16 +85,7 @@ impl NodeControlPlane {
     /// The lag the owner measured, asked of the owner's API (bounded wait; `None` on any
     /// failure: the lag is information, never a reason to fail the status call).
     async fn owner_lag_ms(&self, owner: u64, name: &str) -> Option<u64> {
-        let api = self
-            .node
-            .raft
-            .metrics()
-            .borrow()
-            .membership_config
-            .membership()
-            .get_node(&owner)?
-            .api_addr
-            .clone();
+        let api = self.node.members().remove(&owner)?.api_addr;
         let reply = self
             .http
             .get(format!("http://{api}/pipelines/{name}/status"))
@@ -265,17 +255,7 @@ impl ControlPlane for NodeControlPlane {
             api_addr: member.api_addr,
         };
         let _serialised = self.node.membership_change().await;
-        let members: BTreeMap<NodeId, NodeInfo> = self
-            .node
-            .raft
-            .metrics()
-            .borrow()
-            .membership_config
-            .membership()
-            .nodes()
-            .map(|(id, info)| (*id, info.clone()))
-            .collect();
-        check_addition(&members, member.id, &info).map_err(refusal)?;
+        check_addition(&self.node.members(), member.id, &info).map_err(refusal)?;
         // a member that cannot be reached would count towards the quorum without voting
         if let Err(reason) = self.node.probe_raft(&info.raft_addr).await {
             return Err(ApiError::conflict(
@@ -293,16 +273,7 @@ impl ControlPlane for NodeControlPlane {
     }
 
     async fn remove_member(&self, id: u64) -> Result<(), ApiError> {
-        let known = self
-            .node
-            .raft
-            .metrics()
-            .borrow()
-            .membership_config
-            .membership()
-            .get_node(&id)
-            .is_some();
-        if !known {
+        if !self.node.members().contains_key(&id) {
             return Err(ApiError::not_found(
                 "unknown_member",
                 format!("no member with id {id}"),
@@ -318,15 +289,7 @@ impl ControlPlane for NodeControlPlane {
                 .await;
         }
         let _serialised = self.node.membership_change().await;
-        let voters: BTreeSet<NodeId> = self
-            .node
-            .raft
-            .metrics()
-            .borrow()
-            .membership_config
-            .membership()
-            .voter_ids()
-            .collect();
+        let voters = self.node.voters();
         // openraft 0.9's core on the leader panicked on removing the leader and left a zombie
         // that still named itself leader; a removal that leaves no live quorum wedges writes
         check_removal(self.node.id, &voters, &self.node.live_members(), id).map_err(refusal)?;
