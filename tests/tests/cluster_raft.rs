@@ -292,6 +292,15 @@ fn workers_join_and_leave_at_runtime() {
         (!v["members"].as_array()?.iter().any(|m| m["id"] == 4)).then_some(())
     });
     assert!(gone.is_some(), "node 4 removed");
+    // the removed worker is told and stops (it used to run on, degraded, calling elections)
+    assert!(
+        c.wait_exit(4, Duration::from_secs(10)),
+        "removed worker still runs; log:\n{}",
+        c.log_tail(4)
+    );
+    assert!(c
+        .log(4)
+        .contains("this worker was removed from the cluster; stopping"));
     let (code, _) = c
         .send(leader, Method::DELETE, "/cluster/members/99", None)
         .unwrap();

@@ -131,7 +131,13 @@ async fn worker(path: PathBuf) -> Result<(), String> {
     tokio::spawn(observe_metrics(node.clone(), plane.clone()));
     let app = capstan_rest_api::router(Arc::new(plane), token.clone());
     info!(api = %api_listen, token = token.is_some(), "rest api listening");
-    let stop = shutdown_signal();
+    let removed = node.clone();
+    let stop = async move {
+        tokio::select! {
+            () = shutdown_signal() => {}
+            () = removed.removed() => {}
+        }
+    };
     axum::serve(listener, app)
         .with_graceful_shutdown(stop)
         .await

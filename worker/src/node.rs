@@ -145,6 +145,7 @@ pub struct Node {
     live_members: Mutex<BTreeSet<NodeId>>,
     membership_changes: tokio::sync::Mutex<()>,
     shutdown: watch::Sender<bool>,
+    removed: watch::Sender<bool>,
 }
 
 impl Node {
@@ -189,6 +190,7 @@ impl Node {
             .build()
             .map_err(|e| NodeError::Raft(e.to_string()))?;
         let (shutdown, _) = watch::channel(false);
+        let (removed, _) = watch::channel(false);
         let node = Arc::new(Node {
             id: config.node_id,
             raft: raft.clone(),
@@ -201,6 +203,7 @@ impl Node {
             http,
             raft_scheme: raft_tls::scheme(tls.as_ref()),
             shutdown,
+            removed,
         });
 
         let listener = TcpListener::bind(node.config.raft_listen)
@@ -212,6 +215,7 @@ impl Node {
         let app = raft_service::router(raft).merge(
             Router::new()
                 .route("/raft/write", post(forwarded_write))
+                .route("/raft/removed", post(removed_notice))
                 .with_state(node.clone()),
         );
         let stop = node.shutdown.subscribe();
@@ -448,6 +452,7 @@ impl Node {
 
     /// Removes a worker from the voters and from the cluster.
     pub async fn remove_member(&self, id: NodeId) -> Result<(), WriteError> {
+        let removed = self.members().remove(&id);
         let ids: BTreeSet<NodeId> = [id].into();
         self.raft
             .change_membership(ChangeMembers::RemoveVoters(ids.clone()), false)
@@ -457,7 +462,30 @@ impl Node {
             .change_membership(ChangeMembers::RemoveNodes(ids), false)
             .await
             .map_err(membership_error)?;
+        // a removed worker never hears of its removal through Raft (nothing is replicated to
+        // it any more): tell it, so that it stops instead of calling elections for ever
+        if let Some(info) = removed {
+            let notice = self
+                .http
+                .post(format!(
+                    "{}://{}/raft/removed",
+                    self.raft_scheme, info.raft_addr
+                ))
+                .timeout(self.config.rpc_timeout * 4)
+                .json(&RemovedNotice { id })
+                .send()
+                .await;
+            if let Err(e) = notice {
+                warn!(node = id, error = %e.without_url(), "could not tell the removed worker; it stops when it learns otherwise");
+            }
+        }
         Ok(())
+    }
+
+    /// Resolves once this worker was told it is no longer a member.
+    pub async fn removed(&self) {
+        let mut removed = self.removed.subscribe();
+        let _ = removed.wait_for(|r| *r).await;
     }
 
     /// Releases this worker's lease so the leader moves its pipelines at once, then stops the
@@ -527,6 +555,31 @@ fn check_size(command: &Command) -> Result<(), WriteError> {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The leader's notice to a worker it removed from the cluster.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemovedNotice {
+    /// The removed worker's id.
+    id: NodeId,
+}
+
+/// A notice naming this worker makes it stop (the worker's main loop waits on
+/// [`Node::removed`]); one naming another is ignored.
+async fn removed_notice(
+    State(node): State<Arc<Node>>,
+    Json(notice): Json<RemovedNotice>,
+) -> axum::http::StatusCode {
+    if notice.id != node.id {
+        return axum::http::StatusCode::CONFLICT;
+    }
+    warn!(
+        node = node.id,
+        "this worker was removed from the cluster; stopping"
+    );
+    let _ = node.removed.send(true);
+    axum::http::StatusCode::NO_CONTENT
 }
 
 async fn forwarded_write(
