@@ -416,3 +416,16 @@ fn write_config(w: &Worker, dir: &Path, members: &[String], extra: &str) {
     );
     std::fs::write(&w.config, text).expect("write worker config");
 }
+
+/// A valid pipeline definition whose source and Kafka are closed loopback ports: for the tests
+/// of the control plane, where a started runner just fails to connect (its status says so).
+pub fn idle_definition(name: &str) -> Value {
+    serde_json::json!({
+        "name": name,
+        "source": {
+            "host": "127.0.0.1", "port": 1, "user": "nobody", "tls": {"mode": "disabled"},
+            "server_id": 4242, "flavor": "mysql", "max_reconnects": 1, "reconnect_backoff_ms": 100
+        },
+        "kafka": {"bootstrap_servers": "127.0.0.1:1", "topic_prefix": "t"}
+    })
+}

@@ -22,7 +22,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use capstan_tests::cluster::Cluster;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 const SETTLE: Duration = Duration::from_secs(20);
 /// The token every worker is configured with, and schemathesis presents.
@@ -56,17 +56,8 @@ fn schemathesis_installed() -> Option<()> {
     ))
 }
 
-/// A valid definition whose source and Kafka are closed loopback ports: a runner started by a
-/// fuzzed `resume` just fails to connect.
 fn definition(name: &str) -> Value {
-    json!({
-        "name": name,
-        "source": {
-            "host": "127.0.0.1", "port": 1, "user": "nobody", "tls": {"mode": "disabled"},
-            "server_id": 4242, "flavor": "mysql", "max_reconnects": 1, "reconnect_backoff_ms": 100
-        },
-        "kafka": {"bootstrap_servers": "127.0.0.1:1", "topic_prefix": "t"}
-    })
+    capstan_tests::cluster::idle_definition(name)
 }
 
 fn create(api: &str, name: &str) {

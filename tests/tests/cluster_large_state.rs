@@ -22,15 +22,9 @@ fn definition(name: &str, tables: usize) -> Value {
     let include: Vec<String> = (0..tables)
         .map(|i| format!("warehouse_{:03}.inventory_movement_{i:06}", i % 97))
         .collect();
-    json!({
-        "name": name,
-        "source": {
-            "host": "127.0.0.1", "port": 1, "user": "nobody", "tls": {"mode": "disabled"},
-            "server_id": 4242, "flavor": "mysql"
-        },
-        "kafka": {"bootstrap_servers": "127.0.0.1:1", "topic_prefix": "t"},
-        "tables": {"include": include}
-    })
+    let mut d = capstan_tests::cluster::idle_definition(name);
+    d["tables"] = json!({ "include": include });
+    d
 }
 
 fn pipeline_count(c: &Cluster, id: u64) -> usize {

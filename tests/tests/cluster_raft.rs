@@ -19,17 +19,8 @@ fn pipelines(c: &Cluster, id: u64) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// A valid definition whose source and Kafka do not exist: these tests are about the control
-/// plane, so a started runner just fails to connect (its status says so) while ownership moves.
 fn definition(name: &str) -> Value {
-    json!({
-        "name": name,
-        "source": {
-            "host": "127.0.0.1", "port": 1, "user": "nobody", "tls": {"mode": "disabled"},
-            "server_id": 4242, "flavor": "mysql", "max_reconnects": 1, "reconnect_backoff_ms": 100
-        },
-        "kafka": {"bootstrap_servers": "127.0.0.1:1", "topic_prefix": "t"}
-    })
+    capstan_tests::cluster::idle_definition(name)
 }
 
 fn create(c: &Cluster, via: u64, name: &str) {

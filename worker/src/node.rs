@@ -279,7 +279,7 @@ impl Node {
 
     /// Applies `command` through Raft, forwarding it to the leader when this node is not.
     pub async fn write(&self, command: Command) -> Result<Response, WriteError> {
-        check_size(&command)?;
+        // write_local refuses an oversized command before anything else, leader or not
         match self.write_local(command.clone()).await {
             Err(WriteError::NotLeader) => {}
             other => return other,

@@ -58,11 +58,7 @@ impl RunnerSink {
     /// offsets record with each batch.
     pub async fn publish_part(&mut self, records: Vec<KafkaRecord>) -> Result<(), SinkError> {
         match self {
-            RunnerSink::AtLeastOnce(p, in_flight) => {
-                let acks = p.enqueue(records).await?;
-                settle(in_flight).await?;
-                acks.acknowledged().await
-            }
+            RunnerSink::AtLeastOnce(p, in_flight) => publish_now(p, in_flight, records).await,
             RunnerSink::ExactlyOnce(..) => Err(SinkError::TransactionFailed {
                 kafka_code: "sliced_transaction_unsupported".into(),
                 retriable: false,
@@ -85,11 +81,7 @@ impl RunnerSink {
         snapshot: Option<SnapshotProgress>,
     ) -> Result<(), SinkError> {
         match self {
-            RunnerSink::AtLeastOnce(p, in_flight) => {
-                let acks = p.enqueue(records).await?;
-                settle(in_flight).await?;
-                acks.acknowledged().await
-            }
+            RunnerSink::AtLeastOnce(p, in_flight) => publish_now(p, in_flight, records).await,
             RunnerSink::ExactlyOnce(p, last) => {
                 let checkpoint = Checkpoint {
                     position: position.clone(),
@@ -135,6 +127,17 @@ impl RunnerSink {
             RunnerSink::ExactlyOnce(..) => Ok(()),
         }
     }
+}
+
+/// Enqueues `records` behind the batch in flight, then waits for both.
+async fn publish_now(
+    p: &KafkaPublisher,
+    in_flight: &mut Option<Acknowledgements>,
+    records: Vec<KafkaRecord>,
+) -> Result<(), SinkError> {
+    let acks = p.enqueue(records).await?;
+    settle(in_flight).await?;
+    acks.acknowledged().await
 }
 
 /// Awaits and clears the batch in flight.
