@@ -3,4 +3,5 @@
 
 pub mod change;
 pub mod position;
+pub mod secret_ref;
 pub mod snapshot;

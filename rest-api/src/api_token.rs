@@ -1,7 +1,10 @@
-//! The bearer token that guards mutating requests (POST, PUT, DELETE). Reads stay open.
+//! The bearer tokens that guard the API: the token for mutating requests (POST, PUT, DELETE),
+//! and an optional read token for everything else but the open paths (`/health` for probes,
+//! the status page's shell at `/`, and `/openapi.json`). The write token is accepted for reads
+//! too.
 //!
-//! The token is read once at start, compared in constant time, and never shown: `Debug`
-//! prints `ApiToken(<redacted>)` and no error or log carries it.
+//! Tokens are read once at start, compared in constant time, and never shown: `Debug` prints
+//! `ApiToken(<redacted>)` and no error or log carries one.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,6 +13,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
 
 use crate::api_error::ApiError;
 
@@ -73,27 +77,37 @@ impl ApiToken {
     /// True when `presented` equals the token. Takes the same time for every presented value
     /// of a given length, whatever the position of the first difference.
     pub fn matches(&self, presented: &[u8]) -> bool {
-        constant_time_eq(self.0.as_bytes(), presented)
+        bool::from(self.0.as_bytes().ct_eq(presented))
     }
 }
+
+/// Who may call what: the write token guards mutating requests, the read token every other
+/// request outside the open paths. No token: open.
+#[derive(Clone, Debug, Default)]
+pub struct ApiAccess {
+    /// Needed for POST, PUT and DELETE (and accepted for reads).
+    pub token: Option<ApiToken>,
+    /// Needed for reads other than `/health`, `/` and `/openapi.json`.
+    pub read_token: Option<ApiToken>,
+}
+
+impl From<Option<ApiToken>> for ApiAccess {
+    fn from(token: Option<ApiToken>) -> Self {
+        ApiAccess {
+            token,
+            read_token: None,
+        }
+    }
+}
+
+/// Paths every client may read whatever the tokens: liveness probes, the status page's static
+/// shell (its data comes from guarded calls) and the API's description.
+pub(crate) const OPEN_PATHS: [&str; 3] = ["/health", "/", "/openapi.json"];
 
 impl std::fmt::Debug for ApiToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ApiToken(<redacted>)")
     }
-}
-
-/// Compares without an early exit. The length is not secret-dependent timing worth hiding
-/// (a token's length is no help in guessing it), but the loop still runs over the longer input.
-fn constant_time_eq(expected: &[u8], presented: &[u8]) -> bool {
-    let len = expected.len().max(presented.len());
-    let mut diff = u8::from(expected.len() != presented.len());
-    for i in 0..len {
-        let a = expected.get(i).copied().unwrap_or(0);
-        let b = presented.get(i).copied().unwrap_or(0);
-        diff |= a ^ b;
-    }
-    std::hint::black_box(diff) == 0
 }
 
 /// True for methods that change something.
@@ -102,16 +116,25 @@ fn is_mutating(method: &Method) -> bool {
 }
 
 /// Middleware: a mutating request must carry `Authorization: Bearer <token>` when a token is
-/// configured; 401 `unauthorized` otherwise.
+/// configured, and a read outside [`OPEN_PATHS`] the read token or the write token when a read
+/// token is configured; 401 `unauthorized` otherwise.
 pub(crate) async fn require_token(
-    State(token): State<Option<ApiToken>>,
+    State(access): State<ApiAccess>,
     request: Request,
     next: Next,
 ) -> Response {
-    let Some(token) = token else {
-        return next.run(request).await;
+    let accepted: Vec<&ApiToken> = if is_mutating(request.method()) {
+        access.token.iter().collect()
+    } else if access.read_token.is_some() && !OPEN_PATHS.contains(&request.uri().path()) {
+        access
+            .read_token
+            .iter()
+            .chain(access.token.iter())
+            .collect()
+    } else {
+        Vec::new()
     };
-    if !is_mutating(request.method()) {
+    if accepted.is_empty() {
         return next.run(request).await;
     }
     let presented = request
@@ -123,7 +146,7 @@ pub(crate) async fn require_token(
             scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
         });
     match presented {
-        Some(p) if token.matches(p.as_bytes()) => next.run(request).await,
+        Some(p) if accepted.iter().any(|t| t.matches(p.as_bytes())) => next.run(request).await,
         _ => ApiError::unauthorized().into_response(),
     }
 }

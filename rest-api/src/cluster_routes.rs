@@ -11,6 +11,7 @@ use utoipa::OpenApi;
 
 use crate::api_doc::ApiDoc;
 use crate::api_error::ApiError;
+use crate::api_token::OPEN_PATHS;
 use crate::cluster_views::{AddMember, ClusterView, Health};
 use crate::json_body;
 use crate::router::Plane;
@@ -94,10 +95,15 @@ pub(crate) async fn metrics(State(p): State<Plane>) -> Result<impl IntoResponse,
 /// This API's OpenAPI 3.1 description.
 #[utoipa::path(get, path = "/openapi.json", tag = "cluster",
     responses((status = 200, description = "the OpenAPI document", body = Object)))]
-pub(crate) async fn openapi(guarded: bool) -> Result<impl IntoResponse, ApiError> {
+pub(crate) async fn openapi(
+    guarded: bool,
+    reads_guarded: bool,
+) -> Result<impl IntoResponse, ApiError> {
     let mut doc = ApiDoc::openapi();
     if !guarded {
         without_security(&mut doc);
+    } else if reads_guarded {
+        with_read_security(&mut doc);
     }
     let text = doc.to_pretty_json().map_err(|_| {
         ApiError::internal(
@@ -106,6 +112,33 @@ pub(crate) async fn openapi(guarded: bool) -> Result<impl IntoResponse, ApiError
         )
     })?;
     Ok(([(header::CONTENT_TYPE, "application/json")], text))
+}
+
+/// With a read token, every read outside the open paths needs the bearer token too and may
+/// answer 401: each such `GET` gets the security requirement and the 401 answer the mutating
+/// operations already declare.
+fn with_read_security(doc: &mut utoipa::openapi::OpenApi) {
+    let declared = doc.paths.paths.values().find_map(|item| {
+        let op = item.post.as_ref()?;
+        Some((
+            op.security.clone()?,
+            op.responses.responses.get("401")?.clone(),
+        ))
+    });
+    let Some((security, unauthorized)) = declared else {
+        return;
+    };
+    for (path, item) in doc.paths.paths.iter_mut() {
+        if OPEN_PATHS.contains(&path.as_str()) {
+            continue;
+        }
+        if let Some(op) = item.get.as_mut() {
+            op.security = Some(security.clone());
+            op.responses
+                .responses
+                .insert("401".to_string(), unauthorized.clone());
+        }
+    }
 }
 
 /// Without a configured token nothing asks for one: the document says so (no `bearer` scheme,

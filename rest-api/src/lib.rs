@@ -20,7 +20,7 @@ mod tests;
 
 pub use api_doc::ApiDoc;
 pub use api_error::ApiError;
-pub use api_token::{ApiToken, ApiTokenError};
+pub use api_token::{ApiAccess, ApiToken, ApiTokenError};
 pub use cluster_views::{AddMember, ClusterView, Health, MemberView};
 pub use control_plane::ControlPlane;
 pub use pipeline_views::{PipelineOffsets, PipelineStatus, PipelineView, RestartView, TableOffset};

@@ -9,7 +9,7 @@ use axum::routing::{get, post, put};
 use axum::Router;
 
 use crate::api_error::ApiError;
-use crate::api_token::{require_token, ApiToken};
+use crate::api_token::{require_token, ApiAccess};
 use crate::cluster_routes as c;
 use crate::control_plane::ControlPlane;
 use crate::json_body;
@@ -19,10 +19,13 @@ use crate::status_page;
 /// The control plane handlers talk to.
 pub(crate) type Plane = Arc<dyn ControlPlane>;
 
-/// All routes over `plane`. With a `token`, POST, PUT and DELETE need
-/// `Authorization: Bearer <token>`; reads stay open.
-pub fn router(plane: Arc<dyn ControlPlane>, token: Option<ApiToken>) -> Router {
-    let guarded = token.is_some();
+/// All routes over `plane`. With a write token, POST, PUT and DELETE need
+/// `Authorization: Bearer <token>`; with a read token, so do reads outside the open paths
+/// (`/health`, `/`, `/openapi.json`).
+pub fn router(plane: Arc<dyn ControlPlane>, access: impl Into<ApiAccess>) -> Router {
+    let access: ApiAccess = access.into();
+    let guarded = access.token.is_some();
+    let reads_guarded = access.read_token.is_some();
     Router::new()
         .route("/", get(status_page::status_page))
         .route("/health", get(c::health))
@@ -33,7 +36,10 @@ pub fn router(plane: Arc<dyn ControlPlane>, token: Option<ApiToken>) -> Router {
             axum::routing::delete(c::remove_member),
         )
         .route("/metrics", get(c::metrics))
-        .route("/openapi.json", get(move || c::openapi(guarded)))
+        .route(
+            "/openapi.json",
+            get(move || c::openapi(guarded, reads_guarded)),
+        )
         .route(
             "/pipelines",
             get(p::list_pipelines).post(p::create_pipeline),
@@ -58,7 +64,7 @@ pub fn router(plane: Arc<dyn ControlPlane>, token: Option<ApiToken>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(plane)
-        .layer(middleware::from_fn_with_state(token, require_token))
+        .layer(middleware::from_fn_with_state(access, require_token))
         .layer(DefaultBodyLimit::max(json_body::BODY_LIMIT))
 }
 

@@ -368,6 +368,11 @@ impl Cluster {
         }
     }
 
+    /// Worker `id`'s RocksDB directory (its Raft log and state machine).
+    pub fn data_dir(&self, id: u64) -> PathBuf {
+        self.dir.path().join(format!("data-{id}"))
+    }
+
     /// Worker `id`'s whole log.
     pub fn log(&self, id: u64) -> String {
         std::fs::read_to_string(&self.workers[&id].log).unwrap_or_default()

@@ -226,8 +226,8 @@ fn three_workers_over_mutual_tls_elect_replicate_and_refuse_uncertified_peers() 
 
     // the refusals are logged by the leader, with no key material
     let logged = c.wait_until(Duration::from_secs(5), |c| {
-        c.log_tail(leader)
-            .contains("raft rpc connection dropped")
+        let log = c.log_tail(leader);
+        (log.contains("connection dropped before a request") && log.contains("port=\"raft\""))
             .then_some(())
     });
     assert!(logged.is_some(), "leader log:\n{}", c.log_tail(leader));
@@ -310,4 +310,139 @@ fn unusable_tls_files_stop_the_worker_naming_the_file() {
     assert!(!ok);
     assert!(err.contains("tls.key_file"), "{err}");
     assert!(err.contains("holds no private key"), "{err}");
+}
+
+/// `[api_tls]` with a write and a read token: the REST API answers only over https with a
+/// certificate from the API CA; reads need the read (or write) token but for `/health`; the
+/// read token writes nothing; and a follower forwards a membership change to the leader's API
+/// over https (the leader's own refusal, `member_unreachable`, comes back: a failed forward
+/// would be `leader_unreachable`).
+#[test]
+fn the_rest_api_over_tls_with_a_read_token() {
+    let certs = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("capstan test api ca");
+    let tables = write_certs(certs.path(), &ca, &[1, 2, 3]);
+    let (write_token, read_token) = ("api-write-t0ken", "api-read-t0ken");
+    std::fs::write(certs.path().join("write"), write_token).unwrap();
+    std::fs::write(certs.path().join("read"), format!("{read_token}\n")).unwrap();
+    let tokens = format!(
+        "api_token_file = \"{}\"\napi_read_token_file = \"{}\"\n",
+        certs.path().join("write").display(),
+        certs.path().join("read").display()
+    );
+    let Some(c) = Cluster::start_with(3, |id| {
+        let table = tables
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, t)| t)
+            .unwrap();
+        format!("{tokens}{}", table.replace("[tls]", "[api_tls]"))
+    }) else {
+        return;
+    };
+    let https = https_client(&ca.pem, None);
+    let url = |id: u64, path: &str| format!("https://127.0.0.1:{}{path}", c.workers[&id].api_port);
+    let call = |id: u64,
+                method: Method,
+                path: &str,
+                token: Option<&str>,
+                body: Option<&serde_json::Value>| {
+        let mut req = https.request(method, url(id, path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        req.send().ok().map(|r| {
+            let status = r.status().as_u16();
+            (status, r.json::<serde_json::Value>().unwrap_or_default())
+        })
+    };
+    let deadline = std::time::Instant::now() + SETTLE;
+    let leader = loop {
+        let seen = call(1, Method::GET, "/cluster", Some(read_token), None)
+            .and_then(|(s, v)| (s == 200).then(|| v["leader"].as_u64()).flatten());
+        if let Some(l) = seen {
+            break l;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no leader seen over https; node 1 log:\n{}",
+            c.log_tail(1)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let follower = [1, 2, 3].into_iter().find(|&n| n != leader).unwrap();
+
+    // plain http gets nothing
+    let plain = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+        .get(format!(
+            "http://127.0.0.1:{}/health",
+            c.workers[&1].api_port
+        ))
+        .send();
+    assert!(
+        plain.map_or(true, |r| !r.status().is_success()),
+        "the api answered plain http"
+    );
+    // probes stay open, reads need a token, and either token reads
+    assert_eq!(call(1, Method::GET, "/health", None, None).unwrap().0, 200);
+    let (s, v) = call(1, Method::GET, "/pipelines", None, None).unwrap();
+    assert_eq!((s, v["error_code"].as_str()), (401, Some("unauthorized")));
+    for token in [read_token, write_token] {
+        assert_eq!(
+            call(1, Method::GET, "/pipelines", Some(token), None)
+                .unwrap()
+                .0,
+            200
+        );
+    }
+    // the read token writes nothing; the write token does
+    let def = capstan_tests::cluster::idle_definition("over-tls");
+    let (s, _) = call(
+        follower,
+        Method::POST,
+        "/pipelines",
+        Some(read_token),
+        Some(&def),
+    )
+    .unwrap();
+    assert_eq!(s, 401);
+    let (s, v) = call(
+        follower,
+        Method::POST,
+        "/pipelines",
+        Some(write_token),
+        Some(&def),
+    )
+    .unwrap();
+    assert_eq!(s, 201, "{v}");
+    // a membership change on a follower is forwarded to the leader's api over https
+    let nobody = free_port();
+    let member =
+        json!({"id": 7, "raft_addr": format!("127.0.0.1:{nobody}"), "api_addr": "127.0.0.1:1"});
+    let (s, v) = call(
+        follower,
+        Method::POST,
+        "/cluster/members",
+        Some(write_token),
+        Some(&member),
+    )
+    .unwrap();
+    assert_eq!(
+        (s, v["error_code"].as_str()),
+        (409, Some("member_unreachable")),
+        "{v}"
+    );
+    for id in [1, 2, 3] {
+        let log = c.log(id);
+        assert!(
+            !log.contains(write_token) && !log.contains(read_token),
+            "worker {id} logged a token"
+        );
+    }
 }

@@ -8,9 +8,11 @@ use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 use tracing::info;
 
+use crate::api_tls::ApiTls;
 use crate::cli_client::ApiArgs;
 use crate::cli_cluster::ClusterCommand;
 use crate::cli_pipeline::PipelineCommand;
+use crate::http_server;
 use crate::metrics::Metrics;
 use crate::node::Node;
 use crate::node_control_plane::NodeControlPlane;
@@ -108,10 +110,20 @@ async fn worker(path: PathBuf) -> Result<(), String> {
         .and_then(WorkerConfig::validate)
         .map_err(|e| format!("{}: {e} ({})", path.display(), e.code()))?;
     let api_listen = config.api_listen;
-    let token = config
-        .api_token_file
-        .as_deref()
-        .map(capstan_rest_api::ApiToken::from_file)
+    let read_token = |path: &Option<PathBuf>| {
+        path.as_deref()
+            .map(capstan_rest_api::ApiToken::from_file)
+            .transpose()
+            .map_err(|e| format!("{e} ({})", e.code()))
+    };
+    let access = capstan_rest_api::ApiAccess {
+        token: read_token(&config.api_token_file)?,
+        read_token: read_token(&config.api_read_token_file)?,
+    };
+    let api_tls = config
+        .api_tls
+        .as_ref()
+        .map(ApiTls::load)
         .transpose()
         .map_err(|e| format!("{e} ({})", e.code()))?;
     let node = Node::start(config)
@@ -127,19 +139,32 @@ async fn worker(path: PathBuf) -> Result<(), String> {
     let listener = TcpListener::bind(api_listen)
         .await
         .map_err(|e| format!("cannot listen on {api_listen}: {e}"))?;
-    let plane = NodeControlPlane::new(node.clone(), metrics, token.clone());
+    let plane = NodeControlPlane::new(
+        node.clone(),
+        metrics,
+        access.token.clone(),
+        api_tls.as_ref(),
+    );
     tokio::spawn(observe_metrics(node.clone(), plane.clone()));
-    let app = capstan_rest_api::router(Arc::new(plane), token.clone());
-    info!(api = %api_listen, token = token.is_some(), "rest api listening");
+    info!(
+        api = %api_listen,
+        tls = api_tls.is_some(),
+        token = access.token.is_some(),
+        read_token = access.read_token.is_some(),
+        "rest api listening"
+    );
+    let app = capstan_rest_api::router(Arc::new(plane), access);
+    let (stop_api, api_stop) = tokio::sync::watch::channel(false);
     let removed = node.clone();
-    let stop = async move {
+    tokio::spawn(async move {
         tokio::select! {
             () = shutdown_signal() => {}
             () = removed.removed() => {}
         }
-    };
-    axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
+        let _ = stop_api.send(true);
+    });
+    let server_tls = api_tls.as_ref().map(ApiTls::server_config);
+    http_server::serve(listener, app, server_tls, api_stop, "api")
         .await
         .map_err(|e| format!("api server failed: {e}"))?;
     // stop this node's runners first, then release the lease so the pipelines move at once

@@ -2,6 +2,7 @@
 //! and the definition as the API shows it (every secret in it is write-only).
 
 use axum::http::StatusCode;
+use capstan_core::secret_ref::SecretRef;
 use capstan_kafka::config::{is_secret_property, REDACTED};
 use capstan_raft_store::Response;
 use capstan_rest_api::ApiError;
@@ -81,12 +82,19 @@ fn slot_mut<'a>(
     path.iter().try_fold(spec, |v, k| v.get_mut(k.as_str()))
 }
 
-/// The definition as the API shows it: every secret is write-only, shown as `<redacted>`.
+/// The definition as the API shows it: every secret is write-only, shown as `<redacted>`. A
+/// reference to a secret (`${env:NAME}`, `${file:PATH}`) is not one and is shown as it is.
 pub(crate) fn redacted(spec: &serde_json::Value) -> serde_json::Value {
     let mut v = spec.clone();
     for (path, _) in secret_slots(spec) {
         if let Some(value) = slot_mut(&mut v, &path) {
-            *value = serde_json::Value::String(REDACTED.into());
+            let reference = value
+                .as_str()
+                .and_then(|s| SecretRef::parse(s).ok())
+                .is_some_and(|r| r.is_reference());
+            if !reference {
+                *value = serde_json::Value::String(REDACTED.into());
+            }
         }
     }
     v
@@ -137,6 +145,26 @@ mod tests {
         let e = keep_stored_secrets(&mut def, &json!({"source": {}})).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("source.password"));
         assert_eq!(redacted(&stored)["source"]["password"], REDACTED);
+    }
+
+    #[test]
+    fn references_are_shown_and_literals_are_not() {
+        let stored = json!({
+            "source": {"password": "${env:DB_PW}", "password_file": "/run/pw"},
+            "kafka": {"producer_overrides": {
+                "sasl.password": "${file:/run/secrets/sasl}",
+                "ssl.key.password": "$${env:X}"
+            }}
+        });
+        let shown = redacted(&stored);
+        assert_eq!(shown["source"]["password"], "${env:DB_PW}");
+        assert_eq!(shown["source"]["password_file"], "/run/pw");
+        let o = &shown["kafka"]["producer_overrides"];
+        assert_eq!(o["sasl.password"], "${file:/run/secrets/sasl}");
+        assert_eq!(
+            o["ssl.key.password"], REDACTED,
+            "an escaped literal is a secret"
+        );
     }
 
     #[test]

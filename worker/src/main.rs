@@ -1,11 +1,13 @@
 //! `capstan`: the worker node and its command line.
 
+mod api_tls;
 mod cli;
 mod cli_client;
 mod cli_cluster;
 mod cli_pipeline;
 mod control_plane_replies;
 mod fault_point;
+mod http_server;
 mod lease_tracker;
 mod membership_guard;
 mod metrics;

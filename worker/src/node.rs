@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::post;
 use axum::{Json, Router};
 use capstan_raft_store::{
@@ -19,11 +19,12 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::http_server;
 use crate::lease_tracker::LeaseTracker;
 use crate::owner_lease::OwnerLease;
 use crate::raft_network::HttpRaftNetworkFactory;
 use crate::raft_service;
-use crate::raft_tls::{self, RaftTls, RaftTlsError};
+use crate::raft_tls::{self, RaftTls, TlsSetupError};
 use crate::scheduler;
 use crate::worker_config::CheckedWorkerConfig;
 
@@ -49,7 +50,7 @@ pub enum NodeError {
     Raft(String),
     /// The `[tls]` files could not be loaded.
     #[error("{0}")]
-    Tls(#[from] RaftTlsError),
+    Tls(#[from] TlsSetupError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {reason}")]
     Bind {
@@ -221,7 +222,8 @@ impl Node {
         let stop = node.shutdown.subscribe();
         let server_tls = tls.as_ref().map(RaftTls::server_config);
         tokio::spawn(async move {
-            let served = raft_service::serve(listener, app, server_tls, stop).await;
+            let app = app.layer(DefaultBodyLimit::max(raft_service::BODY_LIMIT));
+            let served = http_server::serve(listener, app, server_tls, stop, "raft").await;
             if let Err(e) = served {
                 warn!(error = %e, "raft rpc server stopped");
             }

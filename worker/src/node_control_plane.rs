@@ -14,6 +14,7 @@ use capstan_rest_api::{
 };
 use openraft::ServerState;
 
+use crate::api_tls::{self, ApiTls};
 use crate::control_plane_replies::{
     keep_stored_secrets, redacted, refusal, rejected, unknown_pipeline, write_error,
 };
@@ -33,13 +34,21 @@ pub struct NodeControlPlane {
     metrics: Arc<Metrics>,
     token: Option<ApiToken>,
     http: reqwest::Client,
+    /// `http` or `https`, as every worker's API speaks.
+    scheme: &'static str,
 }
 
 impl NodeControlPlane {
-    /// The control plane of `node`, reporting into `metrics`. `token` is presented when a
-    /// membership change is forwarded to the leader's API (every node shares one token).
-    pub fn new(node: Arc<Node>, metrics: Arc<Metrics>, token: Option<ApiToken>) -> Self {
-        let http = reqwest::Client::builder()
+    /// The control plane of `node`, reporting into `metrics`. `token` is presented when this
+    /// node calls another's API (a membership change forwarded to the leader, an owner's lag;
+    /// every node shares one token, which is good for reads too), over TLS with `tls`.
+    pub fn new(
+        node: Arc<Node>,
+        metrics: Arc<Metrics>,
+        token: Option<ApiToken>,
+        tls: Option<&ApiTls>,
+    ) -> Self {
+        let http = api_tls::client_builder(tls, reqwest::Client::builder())
             .timeout(Duration::from_secs(30))
             .build()
             .unwrap_or_default();
@@ -48,6 +57,7 @@ impl NodeControlPlane {
             metrics,
             token,
             http,
+            scheme: api_tls::scheme(tls),
         }
     }
 
@@ -86,13 +96,14 @@ impl NodeControlPlane {
     /// failure: the lag is information, never a reason to fail the status call).
     async fn owner_lag_ms(&self, owner: u64, name: &str) -> Option<u64> {
         let api = self.node.members().remove(&owner)?.api_addr;
-        let reply = self
+        let mut request = self
             .http
-            .get(format!("http://{api}/pipelines/{name}/status"))
-            .timeout(std::time::Duration::from_millis(500))
-            .send()
-            .await
-            .ok()?;
+            .get(format!("{}://{api}/pipelines/{name}/status", self.scheme))
+            .timeout(std::time::Duration::from_millis(500));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token.expose_secret());
+        }
+        let reply = request.send().await.ok()?;
         let status: PipelineStatus = reply.json().await.ok()?;
         status.lag_ms
     }
@@ -135,9 +146,10 @@ impl NodeControlPlane {
             .node
             .leader_info()
             .ok_or_else(|| write_error(WriteError::NoLeader))?;
-        let mut req = self
-            .http
-            .request(method, format!("http://{}{path}", leader.api_addr));
+        let mut req = self.http.request(
+            method,
+            format!("{}://{}{path}", self.scheme, leader.api_addr),
+        );
         if let Some(b) = body {
             req = req.json(b);
         }

@@ -20,7 +20,7 @@ use crate::worker_config::TlsConfig;
 
 /// Why the `[tls]` files could not be turned into a TLS configuration.
 #[derive(Debug, thiserror::Error)]
-pub enum RaftTlsError {
+pub enum TlsSetupError {
     /// A file could not be read.
     #[error("cannot read {field} {}: {reason}", file.display())]
     Read {
@@ -53,13 +53,13 @@ pub enum RaftTlsError {
     },
 }
 
-impl RaftTlsError {
+impl TlsSetupError {
     /// A stable snake_case code.
     pub fn code(&self) -> &'static str {
         match self {
-            RaftTlsError::Read { .. } => "tls_file_unreadable",
-            RaftTlsError::Pem { .. } => "tls_file_invalid",
-            RaftTlsError::Rejected { .. } => "tls_setup_failed",
+            TlsSetupError::Read { .. } => "tls_file_unreadable",
+            TlsSetupError::Pem { .. } => "tls_file_invalid",
+            TlsSetupError::Rejected { .. } => "tls_setup_failed",
         }
     }
 }
@@ -81,57 +81,41 @@ impl std::fmt::Debug for RaftTls {
 
 impl RaftTls {
     /// Reads the certificate, key and CA files and builds both configurations.
-    pub fn load(config: &TlsConfig) -> Result<RaftTls, RaftTlsError> {
-        let certs = read_certs("tls.cert_file", &config.cert_file)?;
-        let cas = read_certs("tls.ca_file", &config.ca_file)?;
-        let key_pem = read("tls.key_file", &config.key_file)?;
-        let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| RaftTlsError::Pem {
-            field: "tls.key_file",
-            file: config.key_file.clone(),
-            reason: pem_reason(&e, "holds no private key"),
-        })?;
-
-        let ca_what = || format!("tls.ca_file {}", config.ca_file.display());
-        let pair_what = || {
-            format!(
-                "tls.cert_file {} with tls.key_file {}",
-                config.cert_file.display(),
-                config.key_file.display()
-            )
-        };
+    pub fn load(config: &TlsConfig) -> Result<RaftTls, TlsSetupError> {
+        let Material {
+            certs,
+            key,
+            roots,
+            ca_what,
+            pair_what,
+        } = Material::load(config, ["tls.cert_file", "tls.key_file", "tls.ca_file"])?;
         let rejected = |what: String| {
-            move |e: rustls::Error| RaftTlsError::Rejected {
+            move |e: rustls::Error| TlsSetupError::Rejected {
                 what,
                 reason: rustls_reason(&e),
             }
         };
-
-        let mut roots = RootCertStore::empty();
-        for ca in cas {
-            roots.add(ca).map_err(rejected(ca_what()))?;
-        }
-        let roots = Arc::new(roots);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
 
         let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
             .build()
-            .map_err(|e| RaftTlsError::Rejected {
-                what: ca_what(),
+            .map_err(|e| TlsSetupError::Rejected {
+                what: ca_what.clone(),
                 reason: e.to_string(),
             })?;
         let mut server = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(rejected(pair_what()))?
+            .map_err(rejected(pair_what.clone()))?
             .with_client_cert_verifier(verifier)
             .with_single_cert(certs.clone(), key.clone_key())
-            .map_err(rejected(pair_what()))?;
+            .map_err(rejected(pair_what.clone()))?;
         server.alpn_protocols = vec![b"http/1.1".to_vec()];
         let client = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(rejected(pair_what()))?
+            .map_err(rejected(pair_what.clone()))?
             .with_root_certificates(roots)
             .with_client_auth_cert(certs, key)
-            .map_err(rejected(pair_what()))?;
+            .map_err(rejected(pair_what.clone()))?;
         Ok(RaftTls {
             server: Arc::new(server),
             client: Arc::new(client),
@@ -141,6 +125,56 @@ impl RaftTls {
     /// The server side, for the Raft RPC listener.
     pub fn server_config(&self) -> Arc<ServerConfig> {
         self.server.clone()
+    }
+}
+
+/// A certificate chain, its key and the trusted CAs, read from a `[tls]`-shaped table whose
+/// fields are named `fields` (cert, key, CA) in errors.
+pub(crate) struct Material {
+    /// This worker's certificate chain.
+    pub certs: Vec<CertificateDer<'static>>,
+    /// Its private key.
+    pub key: PrivateKeyDer<'static>,
+    /// The CA certificates, the only roots trusted.
+    pub roots: Arc<RootCertStore>,
+    /// How errors name the CA file.
+    pub ca_what: String,
+    /// How errors name the certificate and key pair.
+    pub pair_what: String,
+}
+
+impl Material {
+    /// Reads the three files (the only I/O of the TLS setup).
+    pub fn load(config: &TlsConfig, fields: [&'static str; 3]) -> Result<Self, TlsSetupError> {
+        let [cert_field, key_field, ca_field] = fields;
+        let certs = read_certs(cert_field, &config.cert_file)?;
+        let cas = read_certs(ca_field, &config.ca_file)?;
+        let key_pem = read(key_field, &config.key_file)?;
+        let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsSetupError::Pem {
+            field: key_field,
+            file: config.key_file.clone(),
+            reason: pem_reason(&e, "holds no private key"),
+        })?;
+        let ca_what = format!("{ca_field} {}", config.ca_file.display());
+        let pair_what = format!(
+            "{cert_field} {} with {key_field} {}",
+            config.cert_file.display(),
+            config.key_file.display()
+        );
+        let mut roots = RootCertStore::empty();
+        for ca in cas {
+            roots.add(ca).map_err(|e| TlsSetupError::Rejected {
+                what: ca_what.clone(),
+                reason: rustls_reason(&e),
+            })?;
+        }
+        Ok(Material {
+            certs,
+            key,
+            roots: Arc::new(roots),
+            ca_what,
+            pair_what,
+        })
     }
 }
 
@@ -165,8 +199,8 @@ pub fn client_builder(
     }
 }
 
-fn read(field: &'static str, file: &Path) -> Result<Vec<u8>, RaftTlsError> {
-    std::fs::read(file).map_err(|e| RaftTlsError::Read {
+fn read(field: &'static str, file: &Path) -> Result<Vec<u8>, TlsSetupError> {
+    std::fs::read(file).map_err(|e| TlsSetupError::Read {
         field,
         file: file.to_path_buf(),
         reason: e.to_string(),
@@ -176,9 +210,9 @@ fn read(field: &'static str, file: &Path) -> Result<Vec<u8>, RaftTlsError> {
 fn read_certs(
     field: &'static str,
     file: &Path,
-) -> Result<Vec<CertificateDer<'static>>, RaftTlsError> {
+) -> Result<Vec<CertificateDer<'static>>, TlsSetupError> {
     let bytes = read(field, file)?;
-    let invalid = |reason| RaftTlsError::Pem {
+    let invalid = |reason| TlsSetupError::Pem {
         field,
         file: file.to_path_buf(),
         reason,
@@ -193,7 +227,7 @@ fn read_certs(
 }
 
 /// rustls' reason, in plain words where rustls' own is terse.
-fn rustls_reason(e: &rustls::Error) -> String {
+pub(crate) fn rustls_reason(e: &rustls::Error) -> String {
     match e {
         rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
             "the private key does not belong to the certificate".into()

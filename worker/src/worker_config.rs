@@ -26,6 +26,17 @@ pub struct WorkerConfig {
     /// node of a cluster should use the same token.
     #[serde(default)]
     pub api_token_file: Option<PathBuf>,
+    /// A file holding a read-only bearer token. When set, every read but `/health`, the
+    /// status page's shell `/` and `/openapi.json` needs it (or the write token): for a
+    /// monitoring system, or an API reachable beyond the operators. Needs `api_token_file`.
+    #[serde(default)]
+    pub api_read_token_file: Option<PathBuf>,
+    /// TLS on the REST API (server certificate only; clients are not asked for one).
+    /// `ca_file` is the CA that signs the workers' API certificates, trusted when a worker
+    /// calls another's API (a membership change forwarded to the leader, an owner's lag).
+    /// Absent: plain HTTP.
+    #[serde(default)]
+    pub api_tls: Option<TlsConfig>,
     /// The members a fresh cluster is initialised with (including this node). The node with
     /// the lowest id initialises the cluster once; a node that is not listed starts empty and
     /// waits to be added with `POST /cluster/members`.
@@ -156,6 +167,10 @@ pub struct CheckedWorkerConfig {
     pub api_listen: SocketAddr,
     /// The REST API's bearer-token file, if any.
     pub api_token_file: Option<PathBuf>,
+    /// The REST API's read-token file, if any (only with a write token).
+    pub api_read_token_file: Option<PathBuf>,
+    /// TLS on the REST API, when configured.
+    pub api_tls: Option<TlsConfig>,
     /// The initial members, sorted by id; empty when the node joins an existing cluster.
     pub initial_members: Vec<MemberConfig>,
     /// Ownership lease.
@@ -264,6 +279,23 @@ impl WorkerConfig {
                 }
             }
         }
+        if let Some(tls) = &self.api_tls {
+            for (field, path) in [
+                ("api_tls.cert_file", &tls.cert_file),
+                ("api_tls.key_file", &tls.key_file),
+                ("api_tls.ca_file", &tls.ca_file),
+            ] {
+                if path.as_os_str().is_empty() {
+                    return invalid(field, "must not be empty");
+                }
+            }
+        }
+        if self.api_read_token_file.is_some() && self.api_token_file.is_none() {
+            return invalid(
+                "api_read_token_file",
+                "needs api_token_file (reads guarded while writes are open makes no sense)",
+            );
+        }
         let mut members = self.initial_members.clone();
         members.sort_by_key(|m| m.id);
         let mut ids = BTreeSet::new();
@@ -293,6 +325,8 @@ impl WorkerConfig {
             raft_listen: self.raft_listen,
             api_listen: self.api_listen,
             api_token_file: self.api_token_file,
+            api_read_token_file: self.api_read_token_file,
+            api_tls: self.api_tls,
             initial_members: members,
             lease: Duration::from_millis(self.lease_ms),
             heartbeat_interval: Duration::from_millis(self.heartbeat_interval_ms),
@@ -384,6 +418,32 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(e.to_string().contains("tls.key_file"), "{e}");
+    }
+
+    #[test]
+    fn api_tls_and_the_read_token_are_checked_without_io() {
+        let api_tls = TLS.replace("[tls]", "[api_tls]");
+        let c = WorkerConfig::from_toml(&format!("{GOOD}{api_tls}"))
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert_eq!(c.api_tls.unwrap().ca_file, PathBuf::from("ca.pem"));
+        assert_eq!(c.tls, None, "the raft port's tls is its own");
+        let empty = api_tls.replace("\"ca.pem\"", "\"\"");
+        let e = WorkerConfig::from_toml(&format!("{GOOD}{empty}"))
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("api_tls.ca_file"), "{e}");
+        let read_only = format!("api_read_token_file = \"read\"\n{GOOD}");
+        let e = WorkerConfig::from_toml(&read_only)
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("api_read_token_file"), "{e}");
+        let both = format!("api_token_file = \"w\"\n{read_only}");
+        let c = WorkerConfig::from_toml(&both).unwrap().validate().unwrap();
+        assert_eq!(c.api_read_token_file, Some(PathBuf::from("read")));
     }
 
     #[test]

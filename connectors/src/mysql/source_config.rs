@@ -87,9 +87,14 @@ pub struct SourceConfig {
     /// Replication account: needs REPLICATION SLAVE, REPLICATION CLIENT (MariaDB: BINLOG
     /// MONITOR) and SELECT.
     pub user: String,
-    /// Its password (never logged or shown).
+    /// Its password (never logged or shown), or a reference to where each worker finds it:
+    /// `${env:NAME}` or `${file:/path}` (`capstan_core::secret_ref`).
     #[serde(default)]
     pub password: Password,
+    /// A file on each worker holding the password (one trailing line break ignored): the
+    /// same as `password: "${file:PATH}"`. Only without `password`; an absolute path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_file: Option<PathBuf>,
     /// TLS and peer verification. Required: absent is refused `tls_verification_unspecified`.
     #[serde(default)]
     pub tls: Option<TlsConfig>,
@@ -151,7 +156,8 @@ pub struct ValidSourceConfig {
     pub port: u16,
     /// Account name.
     pub user: String,
-    /// Its password.
+    /// Its password, or a reference to it (`password_file` becomes `${file:PATH}`) that the
+    /// owner resolves before it connects.
     pub password: Password,
     /// TLS choice.
     pub tls: TlsChoice,
@@ -177,6 +183,7 @@ impl SourceConfig {
             port,
             user: user.into(),
             password: Password::default(),
+            password_file: None,
             tls: None,
             server_id: None,
             flavor: FlavorChoice::Detect,
@@ -216,6 +223,16 @@ impl SourceConfig {
         if self.user.is_empty() {
             return Err(invalid("user", "empty"));
         }
+        let password = match &self.password_file {
+            None => self.password.clone(),
+            Some(_) if !self.password.expose().is_empty() => {
+                return Err(invalid("password_file", "only without password"))
+            }
+            Some(path) => match path.to_str() {
+                Some(p) if p.starts_with('/') => Password::new(format!("${{file:{p}}}")),
+                _ => return Err(invalid("password_file", "must be an absolute utf-8 path")),
+            },
+        };
         let heartbeat = timer("heartbeat_period_ms", self.heartbeat_period_ms)?;
         let timeout = timer("stream_timeout_ms", self.stream_timeout_ms)?;
         let backoff = timer("reconnect_backoff_ms", self.reconnect_backoff_ms)?;
@@ -226,7 +243,7 @@ impl SourceConfig {
             host: self.host.clone(),
             port: self.port,
             user: self.user.clone(),
-            password: self.password.clone(),
+            password,
             tls,
             server_id,
             flavor: self.flavor,

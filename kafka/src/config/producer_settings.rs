@@ -46,6 +46,13 @@ impl ProducerSettings {
         self.properties.get(key).map(String::as_str)
     }
 
+    /// Every property, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.properties
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// The properties whose names start with `prefix`.
     pub fn properties_with_prefix(&self, prefix: &str) -> Vec<(String, String)> {
         self.properties

@@ -7,13 +7,15 @@ use serde_json::{json, Value};
 use tower::ServiceExt;
 
 use super::fake_plane::FakePlane;
-use crate::{router, ApiToken};
+use crate::{router, ApiAccess, ApiToken};
 
 const TOKEN: &str = "tok-3f9a7c-secret";
+const READ_TOKEN: &str = "read-7c1e-secret";
 
 struct Api {
     plane: Arc<FakePlane>,
     token: Option<ApiToken>,
+    read_token: Option<ApiToken>,
 }
 
 struct Reply {
@@ -33,6 +35,7 @@ impl Api {
         Api {
             plane: Arc::new(FakePlane::default()),
             token: None,
+            read_token: None,
         }
     }
 
@@ -40,7 +43,25 @@ impl Api {
         Api {
             plane: Arc::new(FakePlane::default()),
             token: ApiToken::new(TOKEN),
+            read_token: None,
         }
+    }
+
+    fn read_guarded() -> Self {
+        Api {
+            read_token: ApiToken::new(READ_TOKEN),
+            ..Api::guarded()
+        }
+    }
+
+    fn router(&self) -> axum::Router {
+        router(
+            self.plane.clone(),
+            ApiAccess {
+                token: self.token.clone(),
+                read_token: self.read_token.clone(),
+            },
+        )
     }
 
     async fn call(
@@ -50,7 +71,7 @@ impl Api {
         body: Option<&str>,
         bearer: Option<&str>,
     ) -> Reply {
-        let app = router(self.plane.clone(), self.token.clone());
+        let app = self.router();
         let mut req = Request::builder().method(method).uri(path);
         if let Some(b) = bearer {
             req = req.header(header::AUTHORIZATION, format!("Bearer {b}"));
@@ -312,7 +333,7 @@ async fn a_token_guards_every_mutation_and_leaves_reads_open() {
         }
     }
     // a lowercase scheme is fine
-    let app = router(api.plane.clone(), api.token.clone());
+    let app = api.router();
     let req = Request::builder()
         .method(Method::POST)
         .uri("/pipelines")
@@ -337,6 +358,49 @@ async fn a_token_guards_every_mutation_and_leaves_reads_open() {
     ] {
         assert_eq!(api.get(path).await.status, StatusCode::OK, "{path}");
     }
+}
+
+#[tokio::test]
+async fn a_read_token_guards_reads_but_not_probes_the_page_or_the_description() {
+    let api = Api::read_guarded();
+    let r = api
+        .send(Method::POST, "/pipelines", Some(&definition("a")))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let reads = [
+        "/pipelines",
+        "/pipelines/a",
+        "/pipelines/a/config",
+        "/pipelines/a/status",
+        "/pipelines/a/offsets",
+        "/cluster",
+        "/metrics",
+    ];
+    for path in reads {
+        for bearer in [None, Some("wrong")] {
+            let r = api.call(Method::GET, path, None, bearer).await;
+            assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized");
+        }
+        for bearer in [READ_TOKEN, TOKEN] {
+            let r = api.call(Method::GET, path, None, Some(bearer)).await;
+            assert_eq!(r.status, StatusCode::OK, "{path} with a token");
+        }
+    }
+    for path in ["/health", "/", "/openapi.json"] {
+        assert_eq!(api.get(path).await.status, StatusCode::OK, "{path} is open");
+    }
+    // the read token does not write
+    let r = api
+        .call(Method::PUT, "/pipelines/a/stop", None, Some(READ_TOKEN))
+        .await;
+    assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized");
+    // and the description says which reads need it
+    let doc = api.get("/openapi.json").await.json();
+    let paths = &doc["paths"];
+    assert!(paths["/pipelines/{name}/status"]["get"]["security"].is_array());
+    assert!(paths["/pipelines/{name}/status"]["get"]["responses"]["401"].is_object());
+    assert!(paths["/health"]["get"]["security"].is_null());
+    assert!(paths["/openapi.json"]["get"]["responses"]["401"].is_null());
 }
 
 #[tokio::test]

@@ -51,6 +51,7 @@ use super::record_encoder::RecordEncoder;
 use super::runner_deliver::{Batch, Delivered, Payload};
 use super::runner_exit::RunnerExit;
 use super::snapshot_driver::SnapshotDriver;
+use super::spec_secrets::{resolve_secrets, HostSecrets};
 use crate::fault_point::FaultPoint;
 use crate::metrics::Metrics;
 use crate::node::Node;
@@ -114,10 +115,23 @@ impl PipelineRunner {
     }
 
     /// Runs until `stop` turns true, the owner is fenced, or the pipeline halts.
-    pub async fn run(self, mut stop: watch::Receiver<bool>) -> RunnerExit {
-        let outcome = tokio::select! {
-            exit = self.stream() => exit,
-            _ = stop.wait_for(|s| *s) => RunnerExit::Stopped,
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> RunnerExit {
+        // secrets given as references are read here, on the owner, and nowhere else; one that
+        // is missing may appear (a mounted secret, a fixed environment on another worker), so
+        // it is retried, visibly
+        let resolved = resolve_secrets(self.spec.clone(), &HostSecrets);
+        let outcome = match resolved {
+            Ok(spec) => {
+                self.spec = spec;
+                tokio::select! {
+                    exit = self.stream() => exit,
+                    _ = stop.wait_for(|s| *s) => RunnerExit::Stopped,
+                }
+            }
+            Err(e) => RunnerExit::Retry {
+                code: e.code().to_string(),
+                detail: e.to_string(),
+            },
         };
         // a runner that lost its ownership while it ran (frozen, cut off) is fenced, whatever
         // error it then met: a deposed owner neither halts nor retries the pipeline

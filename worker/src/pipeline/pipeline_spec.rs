@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use capstan_connectors::mysql::{
-    FlavorChoice, SourceConfig, TableFilter, ValidSourceConfig, XaMode,
+    FlavorChoice, SourceConfig, SourceError, TableFilter, ValidSourceConfig, XaMode,
 };
 use capstan_core::change::TableId;
 use capstan_core::position::{Flavor, Position};
@@ -193,7 +193,7 @@ pub struct PipelineSpecError {
 }
 
 impl PipelineSpecError {
-    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(super) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         PipelineSpecError {
             field: field.into(),
             message: message.into(),
@@ -226,10 +226,11 @@ impl PipelineSpec {
     pub fn validate(&self) -> Result<CheckedPipelineSpec, PipelineSpecError> {
         check_name(&self.name)?;
         let source = self.source.validate().map_err(|e| {
-            let field = match e.code() {
-                "server_id_required" => "source.server_id".to_string(),
-                "tls_verification_unspecified" => "source.tls.mode".to_string(),
-                "invalid_liveness_config" => "source.stream_timeout_ms".to_string(),
+            let field = match (&e, e.code()) {
+                (SourceError::ConfigInvalid { field, .. }, _) => format!("source.{field}"),
+                (_, "server_id_required") => "source.server_id".to_string(),
+                (_, "tls_verification_unspecified") => "source.tls.mode".to_string(),
+                (_, "invalid_liveness_config") => "source.stream_timeout_ms".to_string(),
                 _ => "source".to_string(),
             };
             PipelineSpecError::new(field, format!("{e} ({})", e.code()))
@@ -288,7 +289,7 @@ impl PipelineSpec {
                  moves the position back, which the offsets record refuses); use initial",
             ));
         }
-        Ok(CheckedPipelineSpec {
+        let checked = CheckedPipelineSpec {
             name: self.name.clone(),
             source,
             tables,
@@ -296,7 +297,9 @@ impl PipelineSpec {
             start,
             xa,
             snapshot,
-        })
+        };
+        super::spec_secrets::check_references(&checked)?;
+        Ok(checked)
     }
 }
 
