@@ -12,8 +12,10 @@ eval "$(deploy/dev/services.sh env)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-# multi-process tests run the real `capstan` binary
-cargo build -p capstan-worker --bin capstan
+# multi-process tests run the real `capstan` binary. Built with every target of the workspace
+# so that its dependencies get the same features as `cargo test --workspace` below: a build of
+# the worker package alone unifies them differently and compiles RocksDB a second time.
+cargo build --workspace --all-targets
 cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
 awk '/^test result:/ { p += $4; f += $6; i += $8 }
      END { printf "summary: %d passed, %d failed, %d skipped\n", p, f, i }' "$log"

@@ -16,7 +16,7 @@ pub fn capstan_binary() -> Option<PathBuf> {
         Some(bin)
     } else {
         crate::skip_or_fail(&format!(
-            "{} not built; run `cargo build -p capstan-worker` first",
+            "{} not built; run `cargo build --workspace --all-targets` first",
             bin.display()
         ))
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
-use tracing::info;
+use tracing::{error, info};
 
 use crate::api_tls::ApiTls;
 use crate::cli_client::ApiArgs;
@@ -155,18 +155,31 @@ async fn worker(path: PathBuf) -> Result<(), String> {
     );
     let app = capstan_rest_api::router(Arc::new(plane), access);
     let (stop_api, api_stop) = tokio::sync::watch::channel(false);
-    let removed = node.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            () = shutdown_signal() => {}
-            () = removed.removed() => {}
+    let watched = node.clone();
+    let ended = tokio::spawn(async move {
+        let fatal = tokio::select! {
+            () = shutdown_signal() => None,
+            () = watched.removed() => None,
+            reason = watched.raft_core_stopped() => Some(reason),
+        };
+        if let Some(reason) = &fatal {
+            // nothing can be released or committed any more: stop serving and exit loudly
+            error!(node = watched.id, reason = %reason, "raft core stopped: exiting so a supervisor restarts this worker");
         }
         let _ = stop_api.send(true);
+        fatal
     });
     let server_tls = api_tls.as_ref().map(ApiTls::server_config);
     http_server::serve(listener, app, server_tls, api_stop, "api")
         .await
         .map_err(|e| format!("api server failed: {e}"))?;
+    if let Ok(Some(reason)) = ended.await {
+        let _ = stop_runners.send(true);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), supervisor).await;
+        return Err(format!(
+            "the raft core stopped ({reason}); exiting so a supervisor restarts this worker (raft_core_stopped)"
+        ));
+    }
     // stop this node's runners first, then release the lease so the pipelines move at once
     info!(
         node = node.id,

@@ -1,6 +1,7 @@
 //! Serving a router on a bound listener, over plain HTTP or rustls, until told to stop: the
 //! Raft port and the REST API both go through here.
 
+use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,11 +26,20 @@ pub async fn serve(
     port: &'static str,
 ) -> std::io::Result<()> {
     let Some(config) = tls else {
-        return axum::serve(listener, app)
+        let mut drained = stop.clone();
+        let server = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 let _ = stop.wait_for(|s| *s).await;
             })
-            .await;
+            .into_future();
+        // graceful, but bounded like the TLS side: a request still open after DRAIN is cut
+        return tokio::select! {
+            served = server => served,
+            () = async {
+                let _ = drained.wait_for(|s| *s).await;
+                tokio::time::sleep(DRAIN).await;
+            } => Ok(()),
+        };
     };
     let handle = axum_server::Handle::new();
     let stopper = handle.clone();

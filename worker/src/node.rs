@@ -484,6 +484,22 @@ impl Node {
         Ok(())
     }
 
+    /// Resolves, with openraft's reason, once this node's Raft core stopped on its own (a
+    /// storage error such as a full disk, a panic). The node can then no longer renew its
+    /// lease, commit or learn anything: serving on would be a zombie answering stale reads, so
+    /// the worker exits and its supervisor restarts it.
+    pub async fn raft_core_stopped(&self) -> String {
+        let mut metrics = self.raft.metrics();
+        loop {
+            if let Err(fatal) = &metrics.borrow_and_update().running_state {
+                return fatal.to_string();
+            }
+            if metrics.changed().await.is_err() {
+                return "the raft core ended".to_string();
+            }
+        }
+    }
+
     /// Resolves once this worker was told it is no longer a member.
     pub async fn removed(&self) {
         let mut removed = self.removed.subscribe();
