@@ -21,6 +21,13 @@ log() { printf 'release: %s\n' "$*" >&2; }
 die() { printf 'release: error: %s\n' "$*" >&2; exit 1; }
 
 command -v cargo >/dev/null || die "cargo is missing (a Rust toolchain is needed)"
+# the commit capstan_build_info names: only from a clean git checkout (a source tarball or a
+# tree with local changes has no commit that describes it)
+if [[ -z ${CAPSTAN_GIT_COMMIT:-} ]] && commit=$(git rev-parse HEAD 2>/dev/null) &&
+  git diff --quiet HEAD -- 2>/dev/null; then
+  export CAPSTAN_GIT_COMMIT=$commit
+  log "commit $commit"
+fi
 # --locked: a release is built from exactly the dependency versions in Cargo.lock
 log "building the release binary (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
 cargo build --release --locked -p capstan-worker --bin capstan

@@ -41,6 +41,13 @@ pub struct PipelineStatus {
     /// Commit-to-acknowledgement lag of the newest published transaction, in milliseconds,
     /// as the owner measured it; absent when the owner is not streaming or cannot be asked.
     pub lag_ms: Option<u64>,
+    /// Row changes the owner published for this pipeline since its worker process started
+    /// (the owner's `capstan_pipeline_rows_total`): a counter, so the throughput is the
+    /// difference of two answers over the time between them. It starts over when another
+    /// worker becomes the owner or the owner restarts. Absent unless the owner is
+    /// snapshotting or streaming, or when it cannot be asked.
+    #[serde(default)]
+    pub rows_total: Option<u64>,
     /// Initial-snapshot progress per table (empty without a snapshot). Key cursors are row
     /// values and not shown.
     pub snapshot: Vec<TableOffset>,

@@ -13,6 +13,8 @@
 //   halt-reason <name> <substring> [timeout-s]   the reason row (code + detail) contains it
 //   snapshot-progress <name> [timeout-s]         a snapshot table of the pipeline shows a
 //                                                progress bar with rows done/estimated
+//   throughput <name> [timeout-s]                the row shows a throughput above 0 rows/s
+//                                                and the throughput chart has drawn it
 //   api-unreachable [timeout-s]                  the error banner appears (the API stopped
 //                                                answering), then goes away once it answers
 //
@@ -33,6 +35,7 @@ checks:
   owner-changes <name> <old-owner> [timeout-s]
   halt-reason <name> <substring> [timeout-s]
   snapshot-progress <name> [timeout-s]
+  throughput <name> [timeout-s]
   api-unreachable [timeout-s]`;
 
 // The reads the page may make: anything else (a definition, a write) fails `renders`.
@@ -62,6 +65,7 @@ function parseArgs(argv) {
     case 'owner-changes': need(2); return { url, shotDir, check, name: rest[0], oldOwner: rest[1], timeout: parseTimeout(rest[2], 30) };
     case 'halt-reason': need(2); return { url, shotDir, check, name: rest[0], substring: rest[1], timeout: parseTimeout(rest[2], 30) };
     case 'snapshot-progress': need(1); return { url, shotDir, check, name: rest[0], timeout: parseTimeout(rest[1], 30) };
+    case 'throughput': need(1); return { url, shotDir, check, name: rest[0], timeout: parseTimeout(rest[1], 30) };
     case 'api-unreachable': return { url, shotDir, check, timeout: parseTimeout(rest[0], 60) };
     default: throw new UsageError(`unknown check: ${check}`);
   }
@@ -93,6 +97,8 @@ function readPage() {
       epoch: r.getAttribute('data-epoch'),
       lag: text(q(r, 'pipeline-lag')),
       throughput: text(q(r, 'pipeline-throughput')),
+      rowsPerSecond: q(r, 'pipeline-throughput')?.getAttribute('data-rows-per-second') || '',
+      rowsTotal: q(r, 'pipeline-throughput')?.getAttribute('data-rows-total') || '',
       reason: reasonShown ? [code, detail].filter(Boolean).join(': ') : null,
     };
   }
@@ -124,7 +130,12 @@ function readPage() {
     members,
     pipelines,
     snapshots,
-    chart: chart ? { canvases: chart.querySelectorAll('canvas').length, width: chart.getBoundingClientRect().width } : null,
+    chart: chart ? {
+      canvases: chart.querySelectorAll('canvas').length,
+      width: chart.getBoundingClientRect().width,
+      throughputSamples: Number(q(chart, 'chart-throughput')?.getAttribute('data-samples') || 0),
+      legend: Array.from(chart.querySelectorAll('[data-testid="legend-item"]')).map((n) => n.textContent),
+    } : null,
     updated: text(q(document, 'updated')),
   };
 }
@@ -166,7 +177,8 @@ async function waitFor(page, what, timeoutS, test, focus) {
 // check is about (all pipelines when it is about none, or the names when it is not listed).
 function summarize(view, focus) {
   if (!view || view.evaluateError) return view;
-  const brief = (p) => ({ state: p.state, owner: p.ownerId, epoch: p.epoch, reason: p.reason });
+  const brief = (p) => ({ state: p.state, owner: p.ownerId, epoch: p.epoch, reason: p.reason,
+    throughput: p.throughput, rowsTotal: p.rowsTotal });
   const out = { banner: view.banner, auth: view.auth, leader: view.leader, members: view.members.length };
   if (focus === undefined) {
     out.pipelines = Object.fromEntries(Object.entries(view.pipelines).map(([n, p]) => [n, brief(p)]));
@@ -256,6 +268,17 @@ async function run(opts, page, log, shoot) {
         if (withEta) t = withEta.result;
       }
       return `snapshot-progress: ${opts.name} ${t.table} ${t.status} ${t.rowsText}${t.etaText ? ` ${t.etaText.trim()}` : ''}`;
+    }
+    case 'throughput': {
+      const { view } = await waitFor(page, `pipeline ${opts.name} with a throughput above 0 rows/s, charted`,
+        timeout, (v) => {
+          const p = pipeline(v, opts.name);
+          return p && Number(p.rowsPerSecond) > 0 && /rows\/s$/.test(p.throughput || '') &&
+            v.chart && v.chart.throughputSamples > 0 && v.chart.legend.includes(opts.name);
+        }, opts.name);
+      const p = pipeline(view, opts.name);
+      return `throughput: ${opts.name} shows ${p.throughput} (${p.rowsTotal} rows counted by node ${p.ownerId}), ` +
+        `${view.chart.throughputSamples} chart sample(s) after ${secs()} s`;
     }
     case 'api-unreachable': {
       await waitFor(page, 'the page showing the cluster', Math.min(timeout, 20),

@@ -224,6 +224,8 @@ async fn scenario(db: DbEnv, flavor: &'static str) {
                 lag.is_some_and(|l| l < 60_000),
                 "node {id} (owner {owner}): {st}"
             );
+            // and the rows it counted: two inserts, an update, a delete and an insert
+            assert_eq!(st["rows_total"], 5, "node {id} (owner {owner}): {st}");
         }
         // the owner's metrics count what it published
         let text = reqwest::blocking::get(format!("{}/metrics", c.workers[&owner].api()))
@@ -239,6 +241,16 @@ async fn scenario(db: DbEnv, flavor: &'static str) {
             n, 5.0,
             "two inserts, an update, a delete and an insert: {rows}"
         );
+        // its source is connected, and the build says what it is
+        assert!(
+            text.contains("capstan_source_connected{pipeline=\"items\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("capstan_source_reconnects_total{pipeline=\"items\"} 0\n"),
+            "{text}"
+        );
+        assert!(text.contains("capstan_build_info{version=\""), "{text}");
     })
     .await
     .unwrap();

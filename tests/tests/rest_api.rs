@@ -422,3 +422,49 @@ fn a_token_guards_mutations_across_the_cluster() {
         assert!(!c.log_tail(id).contains("t0ken-for-tests"));
     }
 }
+
+/// `CAPSTAN_LOG_FORMAT=json` makes every log line a JSON object with the event's fields at
+/// the top level; a value other than `text` or `json` stops the worker at start, naming the
+/// variable.
+#[test]
+fn json_logs_on_request_and_a_bad_format_refused() {
+    let Some(bin) = capstan_binary() else { return };
+    let out = std::process::Command::new(bin)
+        .args(["worker", "--config", "/nonexistent/worker.toml"])
+        .env("CAPSTAN_LOG_FORMAT", "xml")
+        .output()
+        .expect("run capstan");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("CAPSTAN_LOG_FORMAT must be `text` or `json`, not \"xml\""),
+        "{err}"
+    );
+
+    let env = vec![("CAPSTAN_LOG_FORMAT".to_string(), "json".to_string())];
+    let Some(c) = Cluster::start_with_env(1, |_| String::new(), env) else {
+        return;
+    };
+    c.wait_for_leader(&[1], SETTLE).expect("leader");
+    let log = c.log(1);
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty(), "no log lines");
+    for line in &lines {
+        let v: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+        assert!(v["level"].is_string(), "{line}");
+        assert!(v["message"].is_string(), "{line}");
+        assert!(v["timestamp"].is_string(), "{line}");
+    }
+    let listening = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["message"] == "rest api listening")
+        .unwrap_or_else(|| panic!("no `rest api listening` line:\n{log}"));
+    assert_eq!(listening["level"], "INFO", "{listening}");
+    assert_eq!(
+        listening["api"],
+        format!("127.0.0.1:{}", c.workers[&1].api_port),
+        "the fields are at the top level: {listening}"
+    );
+}

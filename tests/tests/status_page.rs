@@ -1,8 +1,9 @@
 //! The status page (`GET /`) in a real browser: Debian's chromium, driven by playwright-core
 //! through `tests/browser/status_page.mjs` (installed by `deploy/dev/browser-deps.sh`). On a
 //! running 3-worker cluster the page renders the members and the leader, a pipeline halted on
-//! a wrong password shows its reason, and when the owner of another pipeline is killed the
-//! page (served by a surviving worker) shows the new owner within seconds. Every check leaves
+//! a wrong password shows its reason, a pipeline streaming rows into Kafka shows its
+//! throughput in its row and in the chart, and when the owner of another pipeline is killed
+//! the page (served by a surviving worker) shows the new owner within seconds. Every check leaves
 //! a screenshot in `$CARGO_TARGET_DIR/test-artifacts/status-page` (or `target/...`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -13,6 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use capstan_tests::cluster::Cluster;
+use capstan_tests::live_pipeline::LiveSchema;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -142,6 +144,7 @@ fn the_page_shows_the_cluster_a_halt_and_a_failover() {
     let page =
         std::fs::read_to_string(screenshots().join("halt-reason-badpw.log")).unwrap_or_default();
     assert!(!page.contains(WRONG), "the password reached the page's log");
+    throughput_is_shown(&c, leader, &url, 9400 + id);
 
     // a failover: the harness watches the page, the owner dies, the page shows another owner
     let mut watcher = harness(&url, &["owner-changes", "moving", &owner.to_string(), "40"])
@@ -171,4 +174,62 @@ fn the_page_shows_the_cluster_a_halt_and_a_failover() {
     println!("{rest:?}: the page showed the new owner {seen_after:?} after the kill");
     // the lease (2 s) and its margin, a scheduling round, and the page's 1 s poll
     assert!(seen_after < Duration::from_secs(15), "{seen_after:?}");
+}
+
+/// A pipeline streaming rows shows a rate above 0 rows/s in its row and in the chart, on the
+/// page of whichever worker serves it (the rows are counted by the owner). Rows are inserted
+/// while the harness watches.
+fn throughput_is_shown(c: &Cluster, leader: u64, url: &str, server_id: u32) {
+    let (Some(db), Some(kafka)) = (capstan_tests::mysql(), capstan_tests::kafka()) else {
+        return;
+    };
+    let live = LiveSchema::create(
+        db,
+        "page",
+        "CREATE TABLE `{schema}`.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)",
+    );
+    let prefix = capstan_tests::unique_name("page");
+    let definition = live.definition(
+        "flowing",
+        "mysql",
+        server_id,
+        "t",
+        kafka.bootstrap_servers(),
+        &prefix,
+    );
+    c.create_streaming(leader, &definition, SETTLE);
+    let mut watcher = harness(url, &["throughput", "flowing", "40"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the harness");
+    let started = Instant::now();
+    while watcher.try_wait().expect("the harness").is_none()
+        && started.elapsed() < Duration::from_secs(60)
+    {
+        live.sql("INSERT INTO `{schema}`.t (v) VALUES (1), (2), (3)");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = watcher.wait_with_output().expect("the harness's output");
+    let (out, err) = (
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr),
+    );
+    assert!(
+        status.success(),
+        "throughput failed ({status}):\n{out}\n{err}"
+    );
+    print!("{out}");
+    // every worker's answer carries the owner's count
+    for id in [1, 2, 3] {
+        let st = c.pipeline_status(id, "flowing").expect("status");
+        assert!(
+            st["rows_total"].as_u64().is_some_and(|n| n > 0),
+            "node {id}: {st}"
+        );
+    }
 }

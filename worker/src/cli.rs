@@ -13,6 +13,7 @@ use crate::cli_client::ApiArgs;
 use crate::cli_cluster::ClusterCommand;
 use crate::cli_pipeline::PipelineCommand;
 use crate::http_server;
+use crate::log_format::LogFormat;
 use crate::metrics::Metrics;
 use crate::node::Node;
 use crate::node_control_plane::NodeControlPlane;
@@ -82,7 +83,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Command::Dev {
             command: DevCommand::Kafka { brokers },
         } => {
-            init_tracing();
+            init_tracing()?;
             let mut out = std::io::stdout();
             capstan_kafka::dev_cluster::run_dev_cluster(brokers, &mut out)
                 .await
@@ -91,19 +92,31 @@ pub async fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
-fn init_tracing() {
+/// Sets up the log: the lines `CAPSTAN_LOG` selects, in the format `CAPSTAN_LOG_FORMAT` names.
+fn init_tracing() -> Result<(), String> {
+    let format = LogFormat::from_env().map_err(|e| format!("{e} ({})", e.code()))?;
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAPSTAN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
-    // colours only on a terminal: a log file or a collector gets plain `key=value` fields
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        // colours only on a terminal: a log file or a collector gets plain `key=value` fields
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+        // one object a line, the event's fields beside `message` at the top level
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_ansi(false)
+            .try_init(),
+    };
+    Ok(())
 }
 
 async fn worker(path: PathBuf) -> Result<(), String> {
-    init_tracing();
+    init_tracing()?;
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let config = WorkerConfig::from_toml(&text)

@@ -158,6 +158,12 @@ fn status_lines(v: &Value) -> String {
         ),
         format!("position:      {}", text("position")),
     ];
+    if let Some(lag) = v["lag_ms"].as_u64() {
+        lines.push(format!("lag:           {lag} ms"));
+    }
+    if let Some(rows) = v["rows_total"].as_u64() {
+        lines.push(format!("rows:          {rows} published by the owner"));
+    }
     if let Some(detail) = v["detail"].as_str() {
         lines.insert(3, format!("detail:        {detail}"));
     }
@@ -196,8 +202,17 @@ mod tests {
         let v = serde_json::json!({"name": "p", "desired_state": "running", "state": "failed",
             "reason": "source_unreachable", "owner": 2, "epoch": 5, "position": null});
         let s = status_lines(&v);
+        assert!(!s.contains("lag:") && !s.contains("rows:"), "{s}");
         assert!(s.contains("state:         failed"), "{s}");
         assert!(s.contains("reason:        source_unreachable"), "{s}");
         assert!(s.contains("owner:         node 2 (epoch 5)"), "{s}");
+        let v = serde_json::json!({"name": "p", "state": "streaming", "owner": 2, "epoch": 5,
+            "lag_ms": 12, "rows_total": 4021});
+        let s = status_lines(&v);
+        assert!(s.contains("lag:           12 ms"), "{s}");
+        assert!(
+            s.contains("rows:          4021 published by the owner"),
+            "{s}"
+        );
     }
 }

@@ -9,6 +9,7 @@ mod control_plane_replies;
 mod fault_point;
 mod http_server;
 mod lease_tracker;
+mod log_format;
 mod membership_guard;
 mod metrics;
 mod node;

@@ -61,7 +61,7 @@ impl NodeControlPlane {
         }
     }
 
-    /// The status as the replicated state has it (no lag).
+    /// The status as the replicated state has it (no lag, no throughput).
     fn replicated_status(&self, name: &str) -> Result<PipelineStatus, ApiError> {
         self.node
             .state
@@ -85,6 +85,7 @@ impl NodeControlPlane {
                         detail: r.halt().or(current).and_then(|st| st.detail.clone()),
                         position: r.checkpoint().map(|p| p.to_string()),
                         lag_ms: None,
+                        rows_total: None,
                         snapshot: table_offsets(r),
                     }
                 })
@@ -92,9 +93,10 @@ impl NodeControlPlane {
             .ok_or_else(|| unknown_pipeline(name))
     }
 
-    /// The lag the owner measured, asked of the owner's API (bounded wait; `None` on any
-    /// failure: the lag is information, never a reason to fail the status call).
-    async fn owner_lag_ms(&self, owner: u64, name: &str) -> Option<u64> {
+    /// The lag and the rows published as the owner counts them, asked of the owner's API
+    /// (bounded wait; `None` on any failure: they are information, never a reason to fail
+    /// the status call).
+    async fn owner_figures(&self, owner: u64, name: &str) -> Option<(Option<u64>, Option<u64>)> {
         let api = self.node.members().remove(&owner)?.api_addr;
         let mut request = self
             .http
@@ -105,7 +107,7 @@ impl NodeControlPlane {
         }
         let reply = request.send().await.ok()?;
         let status: PipelineStatus = reply.json().await.ok()?;
-        status.lag_ms
+        Some((status.lag_ms, status.rows_total))
     }
 
     /// Updates the metrics derived from the applied state and this node's Raft view.
@@ -349,13 +351,21 @@ impl ControlPlane for NodeControlPlane {
 
     async fn pipeline_status(&self, name: &str) -> Result<PipelineStatus, ApiError> {
         let mut status = self.replicated_status(name)?;
-        if status.state == "streaming" {
-            status.lag_ms = match status.owner {
-                Some(owner) if owner == self.node.id => self.metrics.lag_ms(name),
-                Some(owner) => self.owner_lag_ms(owner, name).await,
-                None => None,
-            };
+        let streaming = status.state == "streaming";
+        if !streaming && status.state != "snapshotting" {
+            return Ok(status);
         }
+        let (lag_ms, rows_total) = match status.owner {
+            // a runner that published nothing yet has published 0 rows
+            Some(owner) if owner == self.node.id => (
+                self.metrics.lag_ms(name),
+                Some(self.metrics.rows_total(name).unwrap_or(0)),
+            ),
+            Some(owner) => self.owner_figures(owner, name).await.unwrap_or_default(),
+            None => (None, None),
+        };
+        status.lag_ms = lag_ms.filter(|_| streaming);
+        status.rows_total = rows_total;
         Ok(status)
     }
 

@@ -68,7 +68,9 @@
 //! resume checks run again at every connect, and a server identity other than the first
 //! connect's halts `source_identity_changed`. `max_reconnects` consecutive failed attempts
 //! (no event received in between) halt `stream_stalled`; before the first stream,
-//! `command_retries_exhausted`. Anything not transient halts at once.
+//! `command_retries_exhausted`. Anything not transient halts at once. A [`LinkObserver`]
+//! given to [`BinlogSource::start_observed`] hears of every open stream and every drop as it
+//! happens (the counts are in [`SourceStats`] too).
 
 use std::collections::VecDeque;
 
@@ -81,6 +83,7 @@ use super::event::Event;
 use super::event_reader::EventReader;
 use super::source_config::ValidSourceConfig;
 use super::source_error::SourceError;
+use super::source_link::{LinkEvent, LinkObserver};
 use super::source_progress::SourceProgress;
 use super::stream_reader::{DecodeAhead, StreamReader};
 use super::xid::XidKey;
@@ -121,6 +124,7 @@ pub struct BinlogSource {
     out: Vec<AssemblerOutput>,
     failures: u32,
     stats: SourceStats,
+    link: LinkObserver,
 }
 
 impl BinlogSource {
@@ -129,6 +133,17 @@ impl BinlogSource {
         config: ValidSourceConfig,
         start: StartPosition,
         assembler: AssemblerConfig,
+    ) -> Result<BinlogSource, SourceError> {
+        Self::start_observed(config, start, assembler, LinkObserver::ignore()).await
+    }
+
+    /// As [`BinlogSource::start`], telling `link` of the first stream and of every drop and
+    /// redial after it.
+    pub async fn start_observed(
+        config: ValidSourceConfig,
+        start: StartPosition,
+        assembler: AssemblerConfig,
+        link: LinkObserver,
     ) -> Result<BinlogSource, SourceError> {
         let mut attempts = 0u32;
         let track_xa = matches!(assembler.xa, XaMode::Track { .. });
@@ -141,6 +156,7 @@ impl BinlogSource {
                     assembler.set_recovered_xa(recovered);
                     let processed = start.processed().unwrap_or(&position).clone();
                     assembler.set_replayed(processed.clone());
+                    link.notify(LinkEvent::Up);
                     return Ok(BinlogSource {
                         config,
                         assembler,
@@ -156,6 +172,7 @@ impl BinlogSource {
                             connects: 1,
                             ..SourceStats::default()
                         },
+                        link,
                     });
                 }
                 Err(e) if e.is_transient() && attempts <= config.max_reconnects => {
@@ -292,6 +309,7 @@ impl BinlogSource {
                 tracing::warn!(code = e.code(), "binlog stream dropped; reconnecting");
                 self.live = None;
                 self.stats.reconnects += 1;
+                self.link.notify(LinkEvent::Dropped);
             }
         }
     }
@@ -355,6 +373,7 @@ impl BinlogSource {
                         .set_replayed(self.progress.processed().clone());
                     self.live = Some(live);
                     self.stats.connects += 1;
+                    self.link.notify(LinkEvent::Up);
                     return Ok(());
                 }
                 Err(e) if e.is_transient() => {

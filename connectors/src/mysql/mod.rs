@@ -33,6 +33,7 @@ mod replica_conn;
 pub mod snapshot;
 mod source_config;
 mod source_error;
+mod source_link;
 mod source_progress;
 mod statement;
 mod stmt_cache;
@@ -59,6 +60,7 @@ pub use source_config::{
     MAX_TIMER_MS,
 };
 pub use source_error::SourceError;
+pub use source_link::{LinkEvent, LinkObserver};
 pub use statement::{classify_statement, StatementClass};
 pub use table_filter::TableFilter;
 pub use table_schema::{ColumnSchema, TableSchema};

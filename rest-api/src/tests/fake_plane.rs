@@ -178,6 +178,7 @@ impl ControlPlane for FakePlane {
             detail: None,
             position: r.position.clone(),
             lag_ms: None,
+            rows_total: None,
             snapshot: Vec::new(),
         })
     }

@@ -14,6 +14,7 @@ mod runner_start;
 mod runner_supervisor;
 mod sliced_transaction;
 mod snapshot_driver;
+mod source_link_gauge;
 mod spec_secrets;
 mod table_run;
 mod weight_cache;

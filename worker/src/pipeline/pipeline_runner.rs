@@ -51,6 +51,7 @@ use super::record_encoder::RecordEncoder;
 use super::runner_deliver::{Batch, Delivered, Payload};
 use super::runner_exit::RunnerExit;
 use super::snapshot_driver::SnapshotDriver;
+use super::source_link_gauge::SourceLinkGauge;
 use super::spec_secrets::{resolve_secrets, HostSecrets};
 use crate::fault_point::FaultPoint;
 use crate::metrics::Metrics;
@@ -90,6 +91,8 @@ pub struct PipelineRunner {
     /// lasts (a lease renewed after a break does not revive it; see `OwnerLease`).
     pub(super) lease_term: u64,
     pub(super) spec: CheckedPipelineSpec,
+    /// The source's connection in the metrics, for this run.
+    link: Arc<SourceLinkGauge>,
 }
 
 /// Why a step stopped the runner.
@@ -104,6 +107,7 @@ impl PipelineRunner {
         (epoch, lease_term): (Epoch, u64),
         spec: CheckedPipelineSpec,
     ) -> Self {
+        let link = SourceLinkGauge::new(metrics.clone(), &name);
         PipelineRunner {
             node,
             metrics,
@@ -111,11 +115,13 @@ impl PipelineRunner {
             epoch,
             lease_term,
             spec,
+            link,
         }
     }
 
     /// Runs until `stop` turns true, the owner is fenced, or the pipeline halts.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> RunnerExit {
+        self.metrics.runner_started(&self.name);
         // secrets given as references are read here, on the owner, and nowhere else; one that
         // is missing may appear (a mounted secret, a fixed environment on another worker), so
         // it is retried, visibly
@@ -133,6 +139,7 @@ impl PipelineRunner {
                 detail: e.to_string(),
             },
         };
+        self.link.close();
         // a runner that lost its ownership while it ran (frozen, cut off) is fenced, whatever
         // error it then met: a deposed owner neither halts nor retries the pipeline
         let outcome = match outcome {
@@ -159,7 +166,7 @@ impl PipelineRunner {
             }
             RunnerExit::Retry { code, detail } => {
                 warn!(pipeline = %self.name, epoch = self.epoch, code = %code, detail = %detail, "transient fault: the pipeline will be retried");
-                self.metrics.record_retry(&self.name);
+                self.metrics.record_retry(&self.name, code);
                 Some((RunnerState::Retrying, code, Some(detail.clone())))
             }
             RunnerExit::Stopped | RunnerExit::Fenced { .. } => None,
@@ -214,9 +221,14 @@ impl PipelineRunner {
             slice_bytes,
             ..AssemblerConfig::default()
         };
-        let mut source = BinlogSource::start(self.spec.source.clone(), start, assembler)
-            .await
-            .map_err(|e| RunnerExit::from_source(&e))?;
+        let mut source = BinlogSource::start_observed(
+            self.spec.source.clone(),
+            start,
+            assembler,
+            self.link.observer(),
+        )
+        .await
+        .map_err(|e| RunnerExit::from_source(&e))?;
         if let Some(driver) = snapshot.as_mut() {
             // the chunks must come from the server the stream reads
             driver
