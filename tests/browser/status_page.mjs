@@ -17,6 +17,13 @@
 //                                                and the throughput chart has drawn it
 //   api-unreachable [timeout-s]                  the error banner appears (the API stopped
 //                                                answering), then goes away once it answers
+//   token-prompt [timeout-s]                     against a worker with a read token, and
+//                                                with none stored: the page asks for one (a
+//                                                401), refuses a wrong one, shows the cluster
+//                                                once CAPSTAN_PROMPT_TOKEN is typed in, keeps
+//                                                it in sessionStorage only (not in the URL, the
+//                                                field or the page), across a reload, and
+//                                                asks again after "Forget"
 //
 // Exit 0 on pass (a `pass: …` line on stdout), 1 on a failed check and 2 on bad usage (a
 // `fail: …` line on stderr). Every run writes <screenshot-dir>/<check>[-<name>].png (also on
@@ -36,11 +43,15 @@ checks:
   halt-reason <name> <substring> [timeout-s]
   snapshot-progress <name> [timeout-s]
   throughput <name> [timeout-s]
-  api-unreachable [timeout-s]`;
+  api-unreachable [timeout-s]
+  token-prompt [timeout-s]`;
 
 // The reads the page may make: anything else (a definition, a write) fails `renders`.
 const ALLOWED_PATHS = [/^\/$/, /^\/cluster$/, /^\/health$/, /^\/pipelines$/,
-  /^\/pipelines\/[^/]+\/status$/, /^\/metrics$/];
+  /^\/pipelines\/[^/]+\/status$/];
+
+// Where the page keeps the token (sessionStorage).
+const TOKEN_KEY = 'capstan.apiToken';
 
 class CheckFailed extends Error {}
 class UsageError extends Error {}
@@ -67,6 +78,12 @@ function parseArgs(argv) {
     case 'snapshot-progress': need(1); return { url, shotDir, check, name: rest[0], timeout: parseTimeout(rest[1], 30) };
     case 'throughput': need(1); return { url, shotDir, check, name: rest[0], timeout: parseTimeout(rest[1], 30) };
     case 'api-unreachable': return { url, shotDir, check, timeout: parseTimeout(rest[0], 60) };
+    case 'token-prompt': {
+      const token = process.env.CAPSTAN_PROMPT_TOKEN || '';
+      if (!token) throw new UsageError('token-prompt needs CAPSTAN_PROMPT_TOKEN');
+      if (process.env.CAPSTAN_TOKEN) throw new UsageError('token-prompt starts with no token: unset CAPSTAN_TOKEN');
+      return { url, shotDir, check, token, timeout: parseTimeout(rest[0], 30) };
+    }
     default: throw new UsageError(`unknown check: ${check}`);
   }
 }
@@ -291,6 +308,46 @@ async function run(opts, page, log, shoot) {
         (v) => !v.banner && v.members.length > 0);
       return `api-unreachable: banner shown after ${shownAfter} s ("${down.view.banner}"), gone after ${secs()} s`;
     }
+    case 'token-prompt': {
+      const asked = (v) => v.auth !== null && v.members.length === 0;
+      const { view: first } = await waitFor(page, 'the page asking for a token', timeout,
+        (v) => asked(v) && /asks for a bearer token/.test(v.auth));
+      const focused = await page.evaluate(() => document.activeElement?.getAttribute('data-testid'));
+      if (focused !== 'token-input') throw new CheckFailed(`asked for a token, but the focus is on ${focused}`);
+      await shoot('asked');
+      const submit = async (t) => {
+        await page.fill('[data-testid="token-input"]', t);
+        await page.press('[data-testid="token-input"]', 'Enter');
+      };
+      await submit('not-the-token');
+      await waitFor(page, 'a wrong token refused', timeout, (v) => asked(v) && /refused the token/.test(v.auth));
+      await submit(opts.token);
+      const shows = (v) => !v.banner && !v.auth && v.members.length > 0 && v.leader !== '' && v.leader !== null;
+      const { view } = await waitFor(page, 'the cluster once the token was given', timeout, shows);
+      const kept = await page.evaluate((key) => ({
+        stored: sessionStorage.getItem(key),
+        local: Object.keys(localStorage).length,
+        field: document.querySelector('[data-testid="token-input"]').value,
+        html: document.documentElement.outerHTML,
+        url: location.href,
+      }), TOKEN_KEY);
+      const problems = [];
+      if (kept.stored !== opts.token) problems.push('the token is not in sessionStorage');
+      if (kept.local !== 0) problems.push('something was put in localStorage');
+      if (kept.field !== '') problems.push('the token stays in the field');
+      if (kept.html.includes(opts.token)) problems.push('the token is in the page');
+      if (kept.url.includes(opts.token) || page.url().includes(opts.token)) problems.push('the token is in the URL');
+      if (problems.length) throw new CheckFailed(problems.join('; '));
+      await page.reload({ waitUntil: 'load' });
+      await waitFor(page, 'the cluster after a reload, with the kept token', timeout, shows);
+      await page.click('#token-clear');
+      await waitFor(page, 'the page asking again after "Forget"', timeout, (v) => v.auth !== null &&
+        /asks for a bearer token/.test(v.auth));
+      const left = await page.evaluate((key) => sessionStorage.getItem(key), TOKEN_KEY);
+      if (left !== null) throw new CheckFailed('"Forget" left the token in sessionStorage');
+      return `token-prompt: asked ("${first.auth}"), refused a wrong token, showed ${view.members.length} ` +
+        `member(s) with the right one, kept it across a reload, asked again after "Forget" (${secs()} s)`;
+    }
     default:
       throw new UsageError(`unknown check: ${check}`);
   }
@@ -352,8 +409,8 @@ async function main() {
     page.on('requestfailed', (r) => log.lines.push(`request failed: ${r.method()} ${r.url()} ${r.failure()?.errorText || ''}`));
     page.on('response', (r) => { if (r.status() >= 400) log.lines.push(`response ${r.status()}: ${r.url()}`); });
     if (process.env.CAPSTAN_TOKEN) {
-      await page.addInitScript((t) => { try { sessionStorage.setItem('capstan.apiToken', t); } catch { /* */ } },
-        process.env.CAPSTAN_TOKEN);
+      await page.addInitScript(([key, t]) => { try { sessionStorage.setItem(key, t); } catch { /* */ } },
+        [TOKEN_KEY, process.env.CAPSTAN_TOKEN]);
     }
     const shoot = async (suffix) => {
       await page.screenshot({ path: `${stem}-${suffix}.png`, fullPage: true }).catch(() => {});

@@ -47,6 +47,19 @@ fn covers(flavor: &str, position: &str, gtid: &str) -> Option<bool> {
     })
 }
 
+/// The value of `name`'s sample for `pipeline` in the OpenMetrics `text` (the labels may
+/// have more than the pipeline).
+fn metric(text: &str, name: &str, pipeline: &str) -> Option<f64> {
+    let label = format!("pipeline=\"{pipeline}\"");
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .find(|l| l.contains(&label))?
+        .rsplit(' ')
+        .next()?
+        .parse()
+        .ok()
+}
+
 async fn scenario(db: DbEnv, flavor: &'static str) {
     let Some(kafka) = capstan_tests::kafka() else {
         return;
@@ -73,10 +86,13 @@ async fn scenario(db: DbEnv, flavor: &'static str) {
         .expect("leader");
 
     let server_id = if flavor == "mysql" { 5000 } else { 5500 } + (std::process::id() % 500);
+    // the source is reached through a proxy, so that its own binlog stream can be told from
+    // the other tests' ones and cut
+    let proxy = capstan_tests::switch_proxy::SwitchProxy::start(db.port).await;
     let definition = json!({
         "name": "items",
         "source": {
-            "host": db.host, "port": db.port, "user": db.user, "password": db.password,
+            "host": "127.0.0.1", "port": proxy.port, "user": db.user, "password": db.password,
             "tls": {"mode": "verify_none"}, "server_id": server_id, "flavor": flavor
         },
         "tables": {"include": [format!("{schema}.items")]},
@@ -204,7 +220,7 @@ async fn scenario(db: DbEnv, flavor: &'static str) {
     let last = records.iter().find(|r| key(r) == r#"{"id":3}"#).unwrap();
     let gtid = last.header_str("capstan.position").unwrap().to_string();
     let c = cluster.clone();
-    tokio::task::spawn_blocking(move || {
+    let owner = tokio::task::spawn_blocking(move || {
         let covered = c.wait_until(SETTLE, |c| {
             let (_, v) = c.get(leader, "/pipelines/items/status")?;
             covers(flavor, v["position"].as_str()?, &gtid)?.then_some(())
@@ -250,7 +266,77 @@ async fn scenario(db: DbEnv, flavor: &'static str) {
             text.contains("capstan_source_reconnects_total{pipeline=\"items\"} 0\n"),
             "{text}"
         );
-        assert!(text.contains("capstan_build_info{version=\""), "{text}");
+        assert!(
+            text.contains(&format!(
+                "capstan_build_info{{version=\"{}\"",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{text}"
+        );
+        for kind in [
+            "# TYPE capstan_pipeline_rows counter\n",
+            "# TYPE capstan_source_reconnects counter\n",
+            "# TYPE capstan_source_connected gauge\n",
+        ] {
+            assert!(text.contains(kind), "{kind}:\n{text}");
+        }
+        for counter in ["transactions", "bytes"] {
+            let sample = metric(&text, &format!("capstan_pipeline_{counter}_total"), "items");
+            assert!(sample.is_some_and(|n| n > 0.0), "{counter}:\n{text}");
+        }
+        assert!(
+            metric(&text, "capstan_pipeline_lag_seconds", "items").is_some(),
+            "{text}"
+        );
+        owner
+    })
+    .await
+    .unwrap();
+
+    // the pipeline's binlog stream is cut on the server: the source redials, the owner counts
+    // one reconnect and shows the source connected again
+    let ports = proxy.upstream_ports(db.port);
+    let threads: Vec<(u64, String)> = admin
+        .query(
+            "SELECT ID, HOST FROM information_schema.PROCESSLIST \
+             WHERE COMMAND LIKE 'Binlog Dump%'",
+        )
+        .await
+        .unwrap();
+    let ours: Vec<u64> = threads
+        .into_iter()
+        .filter(|(_, host)| {
+            host.rsplit_once(':')
+                .and_then(|(_, p)| p.parse::<u16>().ok())
+                .is_some_and(|p| ports.contains(&p))
+        })
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(
+        ours.len(),
+        1,
+        "one binlog stream of this pipeline: {ours:?}"
+    );
+    admin.query_drop(format!("KILL {}", ours[0])).await.unwrap();
+    let c = cluster.clone();
+    tokio::task::spawn_blocking(move || {
+        let api = c.workers[&owner].api();
+        let redialled = c.wait_until(SETTLE, |_| {
+            let text = reqwest::blocking::get(format!("{api}/metrics"))
+                .ok()?
+                .text()
+                .ok()?;
+            let reconnects = metric(&text, "capstan_source_reconnects_total", "items")?;
+            let connected = metric(&text, "capstan_source_connected", "items")?;
+            (reconnects == 1.0 && connected == 1.0).then_some(())
+        });
+        assert!(
+            redialled.is_some(),
+            "no reconnect counted, or not connected again: {:?}",
+            reqwest::blocking::get(format!("{api}/metrics")).and_then(|r| r.text())
+        );
+        let (_, st) = c.get(owner, "/pipelines/items/status").unwrap();
+        assert_eq!(st["state"], "streaming", "{st}");
     })
     .await
     .unwrap();
@@ -267,6 +353,16 @@ async fn scenario(db: DbEnv, flavor: &'static str) {
             (v["state"] == "paused").then_some(())
         });
         assert!(paused.is_some(), "not paused within a second");
+        // a paused pipeline's source is not connected
+        let api = c.workers[&owner].api();
+        let closed = c.wait_until(Duration::from_secs(5), |_| {
+            let text = reqwest::blocking::get(format!("{api}/metrics"))
+                .ok()?
+                .text()
+                .ok()?;
+            (metric(&text, "capstan_source_connected", "items")? == 0.0).then_some(())
+        });
+        assert!(closed.is_some(), "still connected while paused");
     })
     .await
     .unwrap();

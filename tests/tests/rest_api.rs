@@ -269,9 +269,37 @@ fn the_api_and_cli_on_three_workers() {
         "capstan_pipeline_epoch{pipeline=\"orders\"}",
         "capstan_pipeline_config_generation{pipeline=\"orders\"} 2",
         "capstan_pipeline_checkpoint_present{pipeline=\"orders\"} 0",
+        "capstan_raft_is_leader ",
+        "capstan_node_lease_valid ",
+        "capstan_pipelines_desired{desired_state=\"stopped\"}",
+        &format!(
+            "capstan_build_info{{version=\"{}\"",
+            env!("CARGO_PKG_VERSION")
+        ),
     ] {
         assert!(text.contains(series), "{series} missing:\n{text}");
     }
+    // Prometheus's naming: every counter's samples end in `_total`, no gauge's does
+    let kinds: Vec<(&str, &str)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.split_once(' '))
+        .collect();
+    for (family, kind) in &kinds {
+        let samples = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split(['{', ' ']).next().unwrap_or(""));
+        for sample in samples
+            .filter(|s| *s == *family || s.strip_prefix(family).is_some_and(|r| r == "_total"))
+        {
+            match *kind {
+                "counter" => assert_eq!(sample, format!("{family}_total")),
+                _ => assert!(!sample.ends_with("_total"), "gauge {sample}"),
+            }
+        }
+    }
+    // (a family without a series, e.g. no halt yet, is not written at all)
+    assert!(kinds.contains(&("capstan_build_info", "gauge")), "{text}");
 
     // the OpenAPI document lists the paths
     let (code, doc) = c.get(f, "/openapi.json").unwrap();

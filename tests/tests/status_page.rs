@@ -233,3 +233,75 @@ fn throughput_is_shown(c: &Cluster, leader: u64, url: &str, server_id: u32) {
         );
     }
 }
+
+/// A worker with `api_read_token_file` answers reads only with the token, but serves the page
+/// itself: the page asks for the token on the first 401 (its field focused), refuses a wrong
+/// one, shows the cluster once the right one is typed in, keeps it in the tab's
+/// sessionStorage only (never in the URL or the page), keeps it across a reload and forgets it
+/// on request.
+#[test]
+fn the_page_asks_for_the_read_token() {
+    if harness_ready().is_none() {
+        return;
+    }
+    const READ_TOKEN: &str = "page-read-t0ken";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("read-token");
+    std::fs::write(&file, format!("{READ_TOKEN}\n")).expect("token file");
+    // a read token goes with a write token
+    let write = dir.path().join("write-token");
+    std::fs::write(&write, "page-write-t0ken").expect("token file");
+    let Some(c) = Cluster::start_with(1, |_| {
+        format!(
+            "api_token_file = \"{}\"\napi_read_token_file = \"{}\"\n",
+            write.display(),
+            file.display()
+        )
+    }) else {
+        return;
+    };
+    let url = c.workers[&1].api();
+    let http = reqwest::blocking::Client::new();
+    let ready = c.wait_until(SETTLE, |_| {
+        let (page, reads) = (
+            http.get(format!("{url}/")).send().ok()?,
+            http.get(format!("{url}/cluster")).send().ok()?,
+        );
+        (page.status() == 200 && reads.status() == 401).then_some(())
+    });
+    assert!(
+        ready.is_some(),
+        "the worker did not come up:\n{}",
+        c.log_tail(1)
+    );
+
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = harness(&url, &["token-prompt", "40"])
+        .env("CAPSTAN_PROMPT_TOKEN", READ_TOKEN)
+        .env_remove("CAPSTAN_TOKEN")
+        .output()
+        .expect("run the harness");
+    let (out, err) = (
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr),
+    );
+    assert!(
+        status.success(),
+        "token-prompt failed ({status}):\n{out}\n{err}"
+    );
+    print!("{out}");
+    assert!(!out.contains(READ_TOKEN) && !err.contains(READ_TOKEN));
+    let page_log =
+        std::fs::read_to_string(screenshots().join("token-prompt.log")).unwrap_or_default();
+    assert!(
+        !page_log.contains(READ_TOKEN),
+        "the token reached the page's log"
+    );
+    assert!(
+        !c.log(1).contains(READ_TOKEN),
+        "the token reached the worker's log"
+    );
+}
