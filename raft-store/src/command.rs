@@ -15,7 +15,8 @@
 use std::fmt;
 
 use capstan_core::position::Position;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 
 use crate::type_config::NodeId;
 
@@ -419,44 +420,81 @@ impl<'de> Deserialize<'de> for KeyBytes {
 
 /// A pipeline definition as JSON, opaque to the control plane. It may hold credentials, so
 /// `Debug` shows only its size; serialized transparently as the JSON value.
-#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct SpecJson(serde_json::Value);
+///
+/// Kept as its JSON text: the cluster state holds every definition (hundreds of them listing
+/// thousands of tables), and a snapshot, a clone of the state or a log entry then copies text
+/// instead of walking a tree of values. Read back with [`SpecJson::to_json`].
+#[derive(Clone)]
+pub struct SpecJson(Box<RawValue>);
 
 impl SpecJson {
     /// Wraps a definition.
     pub fn new(value: serde_json::Value) -> Self {
-        SpecJson(value)
+        SpecJson::from_value(&value)
     }
 
-    /// The definition.
-    pub fn as_json(&self) -> &serde_json::Value {
-        &self.0
+    fn from_value(value: &serde_json::Value) -> Self {
+        // a Value always serializes (its map keys are strings)
+        SpecJson(
+            serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned()),
+        )
     }
 
-    /// The definition, by value.
-    pub fn into_json(self) -> serde_json::Value {
-        self.0
+    /// The definition, parsed.
+    pub fn to_json(&self) -> serde_json::Value {
+        // the text was validated as JSON when it was made or read
+        serde_json::from_str(self.0.get()).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Reads a definition as its text, without building its values: for a field outside an
+    /// internally tagged enum (the cluster state's records, read from a snapshot of tens of MB).
+    pub fn deserialize_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Box::<RawValue>::deserialize(deserializer).map(SpecJson)
+    }
+
+    /// The length of the definition's JSON text in bytes.
+    pub fn json_bytes(&self) -> usize {
+        self.0.get().len()
     }
 }
 
+impl Default for SpecJson {
+    fn default() -> Self {
+        SpecJson(RawValue::NULL.to_owned())
+    }
+}
+
+impl PartialEq for SpecJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl Eq for SpecJson {}
+
 impl From<serde_json::Value> for SpecJson {
     fn from(value: serde_json::Value) -> Self {
-        SpecJson(value)
+        SpecJson::new(value)
+    }
+}
+
+impl Serialize for SpecJson {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for SpecJson {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // read as a value: a command is an internally tagged enum, whose fields serde buffers,
+        // and a raw value cannot be read from that buffer
+        serde_json::Value::deserialize(deserializer).map(|value| SpecJson::from_value(&value))
     }
 }
 
 impl fmt::Debug for SpecJson {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = match &self.0 {
-            serde_json::Value::Object(map) => return write!(f, "SpecJson(<{} fields>)", map.len()),
-            serde_json::Value::Null => "null",
-            serde_json::Value::Bool(_) => "bool",
-            serde_json::Value::Number(_) => "number",
-            serde_json::Value::String(_) => "string",
-            serde_json::Value::Array(_) => "array",
-        };
-        write!(f, "SpecJson(<{kind}>)")
+        write!(f, "SpecJson(<{} bytes>)", self.json_bytes())
     }
 }
 
@@ -489,6 +527,30 @@ mod tests {
         assert_eq!(
             command.encoded_len(),
             serde_json::to_vec(&command).unwrap().len()
+        );
+    }
+
+    #[test]
+    fn a_definition_survives_a_command_and_a_record_as_the_same_text() {
+        let spec = SpecJson::new(serde_json::json!({"tables": {"include": ["db.t1"]}, "n": 1.5}));
+        let command = Command::CreatePipeline {
+            name: "p".into(),
+            spec: spec.clone(),
+            incarnation: None,
+        };
+        let read: Command = serde_json::from_slice(&serde_json::to_vec(&command).unwrap()).unwrap();
+        assert_eq!(read, command);
+        let record = crate::PipelineRecord::new(spec.clone(), Epoch::default(), None);
+        let read: crate::PipelineRecord =
+            serde_json::from_slice(&serde_json::to_vec(&record).unwrap()).unwrap();
+        assert_eq!(read.spec(), &spec);
+        assert_eq!(
+            read.spec().to_json(),
+            serde_json::json!({"tables": {"include": ["db.t1"]}, "n": 1.5})
+        );
+        assert_eq!(
+            format!("{spec:?}"),
+            format!("SpecJson(<{} bytes>)", spec.json_bytes())
         );
     }
 

@@ -57,6 +57,22 @@ pub enum RaftStoreError {
         /// Column of the failure in the stored JSON.
         column: usize,
     },
+    /// The snapshot file could not be created, written, synced, renamed or read.
+    #[error("cannot {op} the snapshot file {path}: {source}")]
+    SnapshotFile {
+        /// The operation that failed.
+        op: &'static str,
+        /// The file.
+        path: String,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// The snapshot file does not have the layout capstan writes (it was cut short).
+    #[error("the snapshot file {path} is malformed")]
+    MalformedSnapshotFile {
+        /// The file.
+        path: String,
+    },
     /// A log key was not an 8-byte big-endian index.
     #[error("malformed log key of {len} bytes in the raft store")]
     MalformedLogKey {
@@ -76,6 +92,8 @@ impl RaftStoreError {
             RaftStoreError::Encode { .. } => "raft_store_encode_failed",
             RaftStoreError::Decode { .. } => "raft_store_decode_failed",
             RaftStoreError::MalformedLogKey { .. } => "raft_store_malformed_log_key",
+            RaftStoreError::SnapshotFile { .. } => "raft_store_snapshot_file_failed",
+            RaftStoreError::MalformedSnapshotFile { .. } => "raft_store_malformed_snapshot_file",
         }
     }
 

@@ -10,6 +10,7 @@ pub mod pipeline_record;
 pub mod response;
 pub mod shared_cluster_state;
 pub mod snapshot_builder;
+mod snapshot_file;
 pub mod state_machine;
 pub mod store;
 pub mod type_config;

@@ -12,6 +12,7 @@ use crate::type_config::NodeId;
 /// only [`ClusterState::apply`](crate::ClusterState::apply) changes it.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct PipelineRecord {
+    #[serde(deserialize_with = "SpecJson::deserialize_text")]
     pub(crate) spec: SpecJson,
     pub(crate) generation: u64,
     pub(crate) desired: DesiredState,

@@ -4,12 +4,11 @@
 use std::io::Cursor;
 
 use openraft::{RaftSnapshotBuilder, StorageIOError};
-use rocksdb::WriteBatch;
 
 use crate::cluster_state::ClusterState;
 use crate::error::RaftStoreError;
-use crate::state_machine::{encode_state, KEY_SNAPSHOT_DATA, KEY_SNAPSHOT_META};
-use crate::store::{Store, CF_SNAPSHOT};
+use crate::state_machine::{encode_state, forget_older_versions_keys};
+use crate::store::Store;
 use crate::type_config::{
     LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
@@ -43,7 +42,9 @@ impl ClusterSnapshotBuilder {
     }
 
     fn build(&self) -> Result<Snapshot, RaftStoreError> {
+        let started = std::time::Instant::now();
         let data = encode_state(&self.state)?;
+        let encoded_ms = started.elapsed().as_millis() as u64;
         let snapshot_id = match &self.last_applied {
             Some(log_id) => format!("{}-{}-{}", log_id.leader_id, log_id.index, self.seq),
             None => format!("none-{}", self.seq),
@@ -53,17 +54,15 @@ impl ClusterSnapshotBuilder {
             last_membership: self.membership.clone(),
             snapshot_id,
         };
-        let mut batch = WriteBatch::default();
-        self.store.put_json(
-            &mut batch,
-            CF_SNAPSHOT,
-            KEY_SNAPSHOT_META,
-            &meta,
-            "snapshot metadata",
-        )?;
-        batch.put_cf(self.store.cf(CF_SNAPSHOT)?, KEY_SNAPSHOT_DATA, &data);
-        self.store.write(batch, true, "snapshot")?;
-        tracing::info!(snapshot_id = %meta.snapshot_id, bytes = data.len(), "built snapshot");
+        self.store.snapshot_file().write(&meta, &data)?;
+        forget_older_versions_keys(&self.store)?;
+        tracing::info!(
+            snapshot_id = %meta.snapshot_id,
+            bytes = data.len(),
+            encoded_ms,
+            took_ms = started.elapsed().as_millis() as u64,
+            "built snapshot"
+        );
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),

@@ -9,8 +9,9 @@
 //! Data directories of versions that did write it keep their last write
 //! (`KEY_CLUSTER_STATE`), loaded only while it is ahead of the snapshot.
 //!
-//! The current snapshot is persisted, so a restarted node can still serve it to a lagging
-//! follower after its log has been purged.
+//! The current snapshot is persisted ([`SnapshotFile`](crate::snapshot_file::SnapshotFile)),
+//! so a restarted node can still serve it to a lagging follower after its log has been purged.
+//! Encoding, decoding and writing it (tens of MB) happen on blocking threads.
 
 use std::io::Cursor;
 
@@ -31,8 +32,8 @@ use crate::type_config::{
 const KEY_LAST_APPLIED: &str = "last_applied";
 const KEY_MEMBERSHIP: &str = "membership";
 const KEY_CLUSTER_STATE: &str = "cluster_state";
-pub(crate) const KEY_SNAPSHOT_META: &str = "current_meta";
-pub(crate) const KEY_SNAPSHOT_DATA: &str = "current_data";
+const KEY_SNAPSHOT_META: &str = "current_meta";
+const KEY_SNAPSHOT_DATA: &str = "current_data";
 
 /// The RocksDB-backed state machine of one node.
 #[derive(Debug)]
@@ -81,43 +82,43 @@ impl StateMachineStore {
         self.last_applied
     }
 
-    fn put_applied(&self, batch: &mut WriteBatch, data: &[u8]) -> Result<(), RaftStoreError> {
-        self.store.put_json(
-            batch,
-            CF_STATE_MACHINE,
-            KEY_LAST_APPLIED,
-            &self.last_applied,
-            "last applied log id",
-        )?;
-        self.store.put_json(
-            batch,
-            CF_STATE_MACHINE,
-            KEY_MEMBERSHIP,
-            &self.membership,
-            "membership",
-        )?;
-        batch.put_cf(self.store.cf(CF_STATE_MACHINE)?, KEY_CLUSTER_STATE, data);
-        Ok(())
-    }
-
-    fn install(&mut self, meta: &SnapshotMeta, data: Vec<u8>) -> Result<(), RaftStoreError> {
-        let state = decode_state(&data)?;
+    /// Makes the snapshot of `meta` and `data` the current one and its state the applied one.
+    async fn install(&mut self, meta: &SnapshotMeta, data: Vec<u8>) -> Result<(), StorageError> {
+        let store = self.store.clone();
+        let written = meta.clone();
+        let started = std::time::Instant::now();
+        let state = tokio::task::spawn_blocking(move || {
+            let state = decode_state(&data)?;
+            store.snapshot_file().write(&written, &data)?;
+            forget_older_versions_keys(&store)?;
+            Ok::<_, RaftStoreError>(state)
+        })
+        .await
+        .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?
+        .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         self.last_applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
-        let mut batch = WriteBatch::default();
-        self.put_applied(&mut batch, &data)?;
-        self.store.put_json(
-            &mut batch,
-            CF_SNAPSHOT,
-            KEY_SNAPSHOT_META,
-            meta,
-            "snapshot metadata",
-        )?;
-        batch.put_cf(self.store.cf(CF_SNAPSHOT)?, KEY_SNAPSHOT_DATA, &data);
-        self.store.write(batch, true, "installed snapshot")?;
         *self.state.write() = state;
+        tracing::info!(
+            snapshot_id = %meta.snapshot_id,
+            took_ms = started.elapsed().as_millis() as u64,
+            "installed snapshot"
+        );
         Ok(())
     }
+}
+
+/// Removes the applied state and snapshot older versions kept in the database, once a newer
+/// snapshot file covers them.
+pub(crate) fn forget_older_versions_keys(store: &Store) -> Result<(), RaftStoreError> {
+    let mut batch = WriteBatch::default();
+    for key in [KEY_LAST_APPLIED, KEY_MEMBERSHIP, KEY_CLUSTER_STATE] {
+        batch.delete_cf(store.cf(CF_STATE_MACHINE)?, key);
+    }
+    for key in [KEY_SNAPSHOT_META, KEY_SNAPSHOT_DATA] {
+        batch.delete_cf(store.cf(CF_SNAPSHOT)?, key);
+    }
+    store.write(batch, false, "removal of older versions' keys")
 }
 
 pub(crate) fn encode_state(state: &ClusterState) -> Result<Vec<u8>, RaftStoreError> {
@@ -129,6 +130,10 @@ fn decode_state(data: &[u8]) -> Result<ClusterState, RaftStoreError> {
 }
 
 fn read_current_snapshot(store: &Store) -> Result<Option<(SnapshotMeta, Vec<u8>)>, RaftStoreError> {
+    if let Some(current) = store.snapshot_file().read()? {
+        return Ok(Some(current));
+    }
+    // a data directory of an older version keeps its snapshot in the database
     let meta: Option<SnapshotMeta> =
         store.get_json(CF_SNAPSHOT, KEY_SNAPSHOT_META, "snapshot metadata")?;
     let Some(meta) = meta else {
@@ -191,11 +196,17 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         self.snapshot_seq = self.snapshot_seq.wrapping_add(1);
+        let started = std::time::Instant::now();
+        let state = self.state.snapshot();
+        tracing::debug!(
+            took_ms = started.elapsed().as_millis() as u64,
+            "copied the state for a snapshot"
+        );
         ClusterSnapshotBuilder::new(
             self.store.clone(),
             self.last_applied,
             self.membership.clone(),
-            self.state.snapshot(),
+            state,
             self.snapshot_seq,
         )
     }
@@ -210,16 +221,90 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         tracing::info!(snapshot_id = %meta.snapshot_id, "installing snapshot");
-        self.install(meta, snapshot.into_inner())
-            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e).into())
+        self.install(meta, snapshot.into_inner()).await
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
-        let current = read_current_snapshot(&self.store)
+        let store = self.store.clone();
+        let current = tokio::task::spawn_blocking(move || read_current_snapshot(&store))
+            .await
+            .map_err(|e| StorageIOError::read_snapshot(None, &e))?
             .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
         Ok(current.map(|(meta, data)| Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::command::{Command, SpecJson};
+    use openraft::RaftSnapshotBuilder;
+
+    fn a_state() -> ClusterState {
+        let mut state = ClusterState::default();
+        state.apply(Command::CreatePipeline {
+            name: "orders".into(),
+            spec: SpecJson::new(serde_json::json!({"tables": {"include": ["shop.orders"]}})),
+            incarnation: None,
+        });
+        state
+    }
+
+    /// A data directory of a version that kept the snapshot in RocksDB: it is loaded, and the
+    /// first snapshot file written removes the old keys.
+    #[tokio::test]
+    async fn an_older_versions_snapshot_in_the_database_is_read_then_replaced_by_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = a_state();
+        let meta = SnapshotMeta {
+            last_log_id: Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), 7)),
+            last_membership: StoredMembership::default(),
+            snapshot_id: "older".into(),
+        };
+        {
+            let (_, sm) = Store::open(dir.path()).unwrap();
+            let mut batch = WriteBatch::default();
+            sm.store
+                .put_json(&mut batch, CF_SNAPSHOT, KEY_SNAPSHOT_META, &meta, "meta")
+                .unwrap();
+            batch.put_cf(
+                sm.store.cf(CF_SNAPSHOT).unwrap(),
+                KEY_SNAPSHOT_DATA,
+                encode_state(&state).unwrap(),
+            );
+            sm.store.write(batch, true, "older snapshot").unwrap();
+        }
+        let (_, mut sm) = Store::open(dir.path()).unwrap();
+        assert_eq!(sm.cluster_state().snapshot(), state);
+        assert_eq!(sm.last_applied(), meta.last_log_id);
+        let current = sm.get_current_snapshot().await.unwrap().unwrap();
+        assert_eq!(current.meta, meta);
+        assert!(!dir.path().join("snapshot.capstan").exists());
+
+        let built = sm
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        assert!(dir.path().join("snapshot.capstan").exists());
+        let old: Option<SnapshotMeta> = sm
+            .store
+            .get_json(CF_SNAPSHOT, KEY_SNAPSHOT_META, "meta")
+            .unwrap();
+        assert!(
+            old.is_none(),
+            "the older version's snapshot keys are removed"
+        );
+        drop(sm);
+        let (_, mut sm) = Store::open(dir.path()).unwrap();
+        assert_eq!(sm.cluster_state().snapshot(), state);
+        let current = sm.get_current_snapshot().await.unwrap().unwrap();
+        assert_eq!(current.meta, built.meta);
     }
 }

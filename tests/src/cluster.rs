@@ -191,8 +191,14 @@ impl Cluster {
 
     /// Adds a worker process with no initial members (it waits to be added).
     pub fn spawn_joiner(&mut self, id: u64) -> &Worker {
+        self.spawn_joiner_with(id, "")
+    }
+
+    /// [`Cluster::spawn_joiner`] with `extra` lines in its configuration (the same Raft
+    /// timings as the members it joins, say).
+    pub fn spawn_joiner_with(&mut self, id: u64, extra: &str) -> &Worker {
         let w = Self::new_worker(self.dir.path(), id);
-        write_config(&w, self.dir.path(), &[], "");
+        write_config(&w, self.dir.path(), &[], extra);
         self.workers.insert(id, w);
         self.spawn(id);
         &self.workers[&id]
@@ -302,9 +308,24 @@ impl Cluster {
         path: &str,
         body: Option<&Value>,
     ) -> Option<(u16, Value)> {
+        self.send_within(Duration::from_secs(5), id, method, path, body)
+    }
+
+    /// [`Cluster::send`] waiting up to `wait` for the answer instead of 5 s: for
+    /// a call the worker itself may take longer to answer (adding a member waits up to 20 s for
+    /// it to catch up).
+    pub fn send_within(
+        &self,
+        wait: Duration,
+        id: u64,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Option<(u16, Value)> {
         let mut req = self
             .http
-            .request(method, format!("{}{path}", self.workers[&id].api()));
+            .request(method, format!("{}{path}", self.workers[&id].api()))
+            .timeout(wait);
         if let Some(b) = body {
             req = req.json(b);
         }
@@ -405,6 +426,17 @@ impl Drop for Cluster {
                     .status();
                 let _ = c.kill();
                 let _ = c.wait();
+            }
+        }
+        // a failed test's worker logs, kept for a look after the temporary directory goes
+        if let (true, Some(keep)) = (
+            std::thread::panicking(),
+            std::env::var_os("CAPSTAN_TEST_KEEP_LOGS"),
+        ) {
+            let keep = PathBuf::from(keep);
+            let _ = std::fs::create_dir_all(&keep);
+            for (id, w) in &self.workers {
+                let _ = std::fs::copy(&w.log, keep.join(format!("worker-{id}.log")));
             }
         }
     }

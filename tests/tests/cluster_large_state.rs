@@ -40,10 +40,14 @@ fn raft_index(c: &Cluster, id: u64, field: &str) -> Option<u64> {
 
 #[test]
 fn a_lagging_follower_and_a_new_member_catch_up_from_a_20_mb_state() {
-    // snapshots every 100 entries, 10 kept: the follower below falls behind the kept log
-    let Some(mut c) = Cluster::start_with(3, |_| {
-        "raft_snapshot_logs = 100\nraft_logs_kept = 10\n".to_string()
-    }) else {
+    // snapshots every 100 entries, 10 kept: the follower below falls behind the kept log.
+    // Raft timings for a shared test disk: three workers write 100 MB of log and 20 MB
+    // snapshots on it, where one fsync took over a second, and openraft gives an append one
+    // heartbeat interval (operations.md, "Raft timings and a slow disk")
+    const CONFIG: &str = "raft_snapshot_logs = 100\nraft_logs_kept = 10\n\
+        heartbeat_interval_ms = 500\nelection_timeout_min_ms = 2000\n\
+        election_timeout_max_ms = 3000\nlease_ms = 12000\n";
+    let Some(mut c) = Cluster::start_with(3, |_| CONFIG.to_string()) else {
         return;
     };
     let leader = c.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
@@ -93,15 +97,22 @@ fn a_lagging_follower_and_a_new_member_catch_up_from_a_20_mb_state() {
     );
 
     // a member added now is sent the same state
-    let joiner = c.spawn_joiner(4);
+    let joiner = c.spawn_joiner_with(4, CONFIG);
     let body = json!({
         "id": 4,
         "raft_addr": format!("127.0.0.1:{}", joiner.raft_port),
         "api_addr": format!("127.0.0.1:{}", joiner.api_port),
     });
+    // the worker waits up to 20 s for the member to catch up before making it a voter
     let (code, resp) = c
-        .send(leader, Method::POST, "/cluster/members", Some(&body))
-        .unwrap();
+        .send_within(
+            Duration::from_secs(30),
+            leader,
+            Method::POST,
+            "/cluster/members",
+            Some(&body),
+        )
+        .expect("the leader answers the membership change");
     assert_eq!(code, 201, "{resp}");
     let joined = c.wait_until(CATCH_UP, |c| {
         (pipeline_count(c, 4) == PIPELINES).then_some(())

@@ -129,7 +129,7 @@ impl NodeControlPlane {
     fn stored_spec(&self, name: &str) -> Result<serde_json::Value, ApiError> {
         self.node
             .state
-            .read(|s| s.pipeline(name).map(|r| r.spec().as_json().clone()))
+            .read(|s| s.pipeline(name).map(|r| r.spec().to_json()))
             .ok_or_else(|| unknown_pipeline(name))
     }
 
@@ -341,7 +341,7 @@ impl ControlPlane for NodeControlPlane {
     async fn pipeline(&self, name: &str) -> Result<PipelineView, ApiError> {
         self.node
             .state
-            .read(|s| s.pipeline(name).map(|r| redacted(r.spec().as_json())))
+            .read(|s| s.pipeline(name).map(|r| redacted(&r.spec().to_json())))
             .map(|config| PipelineView {
                 name: name.to_string(),
                 config,

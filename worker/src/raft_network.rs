@@ -125,6 +125,7 @@ type RpcResult<T, E> = Result<T, RPCError<NodeId, NodeInfo, RaftError<NodeId, E>
 impl HttpRaftNetwork {
     async fn call<Req, Resp, E>(
         &self,
+        action: openraft::RPCTypes,
         path: &str,
         req: &Req,
         option: &RPCOption,
@@ -146,7 +147,7 @@ impl HttpRaftNetwork {
             Ok(r) => r,
             Err(e) if e.is_timeout() => {
                 return Err(RPCError::Timeout(Timeout {
-                    action: openraft::RPCTypes::AppendEntries,
+                    action,
                     id: self.source,
                     target: self.target,
                     timeout: ttl,
@@ -172,7 +173,14 @@ impl RaftNetwork<TypeConfig> for HttpRaftNetwork {
         // openraft gives an append one heartbeat interval: send a prefix of at most
         // APPEND_BYTES (one entry at least) and report how far it got
         let (rpc, cut_at) = bounded_append(rpc, APPEND_BYTES);
-        let answer = self.call("/raft/append", &rpc, &option).await?;
+        let answer = self
+            .call(
+                openraft::RPCTypes::AppendEntries,
+                "/raft/append",
+                &rpc,
+                &option,
+            )
+            .await?;
         Ok(match (answer, cut_at) {
             (AppendEntriesResponse::Success, Some(last)) => {
                 AppendEntriesResponse::PartialSuccess(Some(last))
@@ -186,8 +194,13 @@ impl RaftNetwork<TypeConfig> for HttpRaftNetwork {
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        self.call("/raft/snapshot", &SnapshotChunk::from(rpc), &option)
-            .await
+        self.call(
+            openraft::RPCTypes::InstallSnapshot,
+            "/raft/snapshot",
+            &SnapshotChunk::from(rpc),
+            &option,
+        )
+        .await
     }
 
     async fn vote(
@@ -195,7 +208,8 @@ impl RaftNetwork<TypeConfig> for HttpRaftNetwork {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>, openraft::error::Infallible> {
-        self.call("/raft/vote", &rpc, &option).await
+        self.call(openraft::RPCTypes::Vote, "/raft/vote", &rpc, &option)
+            .await
     }
 }
 

@@ -146,7 +146,7 @@ pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Rece
             }
             let spec = state
                 .pipeline(&name)
-                .map(|r| r.spec().as_json().clone())
+                .map(|r| r.spec().to_json())
                 .ok_or(())
                 .and_then(|json| {
                     PipelineSpec::from_json(json)
