@@ -9,7 +9,7 @@ use crate::cluster_routes;
 use crate::cluster_views::{AddMember, ClusterView, Health, MemberView};
 use crate::pipeline_routes;
 use crate::pipeline_views::{
-    PipelineOffsets, PipelineStatus, PipelineView, RestartView, TableOffset,
+    PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView, RestartView, TableOffset,
 };
 use crate::status_page;
 
@@ -27,6 +27,9 @@ use crate::status_page;
         cluster_routes::openapi,
         pipeline_routes::list_pipelines,
         pipeline_routes::create_pipeline,
+        pipeline_routes::validate_pipeline,
+        pipeline_routes::pipeline_named_validate,
+        pipeline_routes::delete_pipeline_named_validate,
         pipeline_routes::pipeline,
         pipeline_routes::delete_pipeline,
         pipeline_routes::pipeline_config,
@@ -41,7 +44,7 @@ use crate::status_page;
     ),
     components(schemas(
         ApiError, AddMember, ClusterView, Health, MemberView, PipelineOffsets, PipelineStatus,
-        PipelineView, RestartView, TableOffset
+        PipelineValidation, PipelineView, RestartView, TableOffset
     )),
     modifiers(&BearerScheme),
     tags(

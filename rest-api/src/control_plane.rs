@@ -5,7 +5,9 @@
 
 use crate::api_error::ApiError;
 use crate::cluster_views::{AddMember, ClusterView, Health};
-use crate::pipeline_views::{PipelineOffsets, PipelineStatus, PipelineView, RestartView};
+use crate::pipeline_views::{
+    PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView, RestartView,
+};
 
 /// Everything the REST API needs from a worker.
 #[async_trait::async_trait]
@@ -25,6 +27,13 @@ pub trait ControlPlane: Send + Sync + 'static {
         &self,
         definition: serde_json::Value,
     ) -> Result<PipelineView, ApiError>;
+    /// Checks a definition exactly as [`ControlPlane::create_pipeline`] does (the same errors),
+    /// without any I/O and writing nothing. Whether the name is taken is not checked: a valid
+    /// definition may be for a create or for an update.
+    async fn validate_pipeline(
+        &self,
+        definition: serde_json::Value,
+    ) -> Result<PipelineValidation, ApiError>;
     /// Replaces a pipeline's definition (validated like a create); its runner restarts. The
     /// body's `name`, when present, equals `name`.
     async fn update_pipeline_config(

@@ -86,7 +86,7 @@ fn whole_floats_as_integers(value: &mut serde_json::Value) {
 
 /// serde's messages quote offending values (`string "…"`, ``integer `…` ``); keep only their
 /// type. Names (unknown fields, expected variants) stay.
-pub(crate) fn redact(message: &str) -> String {
+pub fn redact(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     let mut rest = message;
     loop {

@@ -23,5 +23,8 @@ pub use api_error::ApiError;
 pub use api_token::{ApiAccess, ApiToken, ApiTokenError};
 pub use cluster_views::{AddMember, ClusterView, Health, MemberView};
 pub use control_plane::ControlPlane;
-pub use pipeline_views::{PipelineOffsets, PipelineStatus, PipelineView, RestartView, TableOffset};
+pub use json_body::redact as redact_serde_message;
+pub use pipeline_views::{
+    PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView, RestartView, TableOffset,
+};
 pub use router::router;

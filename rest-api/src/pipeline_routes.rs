@@ -10,7 +10,9 @@ use axum::Json;
 
 use crate::api_error::ApiError;
 use crate::json_body;
-use crate::pipeline_views::{PipelineOffsets, PipelineStatus, PipelineView, RestartView};
+use crate::pipeline_views::{
+    PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView, RestartView,
+};
 use crate::router::Plane;
 
 /// All pipeline names, sorted.
@@ -39,6 +41,57 @@ pub(crate) async fn create_pipeline(
         .create_pipeline(json_body::parse_value(&json_body::read(body)?)?)
         .await?;
     Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// A dry run of a create: the definition is parsed and validated exactly as `POST /pipelines`
+/// does, with the same errors, and nothing is written. Whether the name is taken is not
+/// checked (a valid definition may be for a create or for `PUT …/config`).
+#[utoipa::path(post, path = "/pipelines/validate", tag = "pipelines",
+    request_body(content = Object, description = "the pipeline definition (see docs/rest-api.md)"),
+    responses(
+        (status = 200, description = "valid: a create would accept it", body = PipelineValidation),
+        (status = 400, description = "malformed json or an invalid field", body = ApiError),
+        (status = 401, description = "missing or wrong bearer token", body = ApiError),
+        (status = 413, description = "the body is over 2 MiB, or the definition over the 1 MiB raft entry limit", body = ApiError)),
+    security(("bearer" = [])))]
+pub(crate) async fn validate_pipeline(
+    State(p): State<Plane>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<impl IntoResponse, ApiError> {
+    let validation = p
+        .validate_pipeline(json_body::parse_value(&json_body::read(body)?)?)
+        .await?;
+    Ok(Json(validation))
+}
+
+/// The name `POST /pipelines/validate` shares its path with.
+const VALIDATE: &str = "validate";
+
+/// The pipeline named `validate`, whose path `POST /pipelines/validate` shares: the same
+/// answer as `GET /pipelines/{name}`.
+#[utoipa::path(get, path = "/pipelines/validate", tag = "pipelines",
+    responses(
+        (status = 200, description = "the pipeline named `validate`", body = PipelineView),
+        (status = 404, description = "no pipeline named `validate`", body = ApiError)))]
+pub(crate) async fn pipeline_named_validate(
+    state: State<Plane>,
+) -> Result<impl IntoResponse, ApiError> {
+    pipeline(state, Path(VALIDATE.to_string())).await
+}
+
+/// Deletes the pipeline named `validate`, whose path `POST /pipelines/validate` shares: the
+/// same as `DELETE /pipelines/{name}`.
+#[utoipa::path(delete, path = "/pipelines/validate", tag = "pipelines",
+    responses(
+        (status = 204, description = "deleted"),
+        (status = 401, description = "missing or wrong bearer token", body = ApiError),
+        (status = 404, description = "no pipeline named `validate`", body = ApiError),
+        (status = 503, description = "no quorum", body = ApiError)),
+    security(("bearer" = [])))]
+pub(crate) async fn delete_pipeline_named_validate(
+    state: State<Plane>,
+) -> Result<StatusCode, ApiError> {
+    delete_pipeline(state, Path(VALIDATE.to_string())).await
 }
 
 /// One pipeline: its name and definition (secrets redacted).

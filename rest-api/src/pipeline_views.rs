@@ -53,6 +53,15 @@ pub struct PipelineStatus {
     pub snapshot: Vec<TableOffset>,
 }
 
+/// The answer to a dry run (`POST /pipelines/validate`): the definition would be accepted.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+pub struct PipelineValidation {
+    /// Always true: an invalid definition is answered with the error a create would give.
+    pub valid: bool,
+    /// The definition's pipeline name.
+    pub name: String,
+}
+
 /// The answer to a restart: the incarnation that will run.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct RestartView {

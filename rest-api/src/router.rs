@@ -44,6 +44,14 @@ pub fn router(plane: Arc<dyn ControlPlane>, access: impl Into<ApiAccess>) -> Rou
             "/pipelines",
             get(p::list_pipelines).post(p::create_pipeline),
         )
+        // a static segment wins over `{name}`: the pipeline named `validate` stays readable
+        // and deletable on this path
+        .route(
+            "/pipelines/validate",
+            post(p::validate_pipeline)
+                .get(p::pipeline_named_validate)
+                .delete(p::delete_pipeline_named_validate),
+        )
         .route(
             "/pipelines/{name}",
             get(p::pipeline).delete(p::delete_pipeline),

@@ -3,3 +3,5 @@
 
 mod fake_plane;
 mod router_tests;
+mod test_api;
+mod validate_tests;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use tokio::net::TcpListener;
 use tracing::{error, info};
 
@@ -49,6 +49,12 @@ enum Command {
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// Print the shell completion script for SHELL (e.g. `capstan completions bash >
+    /// /etc/bash_completion.d/capstan`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Development helpers.
     Dev {
         #[command(subcommand)]
@@ -80,6 +86,10 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Command::Cluster { api, command } => crate::cli_cluster::run(&api, command)
             .await
             .map_err(|e| format!("{}: {e}", e.code())),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "capstan", &mut std::io::stdout());
+            Ok(())
+        }
         Command::Dev {
             command: DevCommand::Kafka { brokers },
         } => {

@@ -1,13 +1,15 @@
-//! The command line's HTTP client for a node's REST API: the `--url`, `--token-file` and
-//! `--json` options every API subcommand shares, and error bodies turned into
+//! The command line's HTTP client for a node's REST API: the `--url`, `--token-file`,
+//! `--ca-file` and `--json` options every API subcommand shares, and error bodies turned into
 //! `error_code: message`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
 use reqwest::Method;
 use serde_json::Value;
+
+pub use crate::cli_error::CliError;
 
 /// Where the API is and how to talk to it.
 #[derive(Debug, Clone, Args)]
@@ -23,44 +25,13 @@ pub struct ApiArgs {
     /// A file holding the API's bearer token (default: the `CAPSTAN_TOKEN` variable).
     #[arg(long, value_name = "FILE", global = true)]
     pub token_file: Option<PathBuf>,
+    /// A PEM bundle of the CA certificates trusted for an `https://` URL (only these: the
+    /// system's roots are not trusted).
+    #[arg(long, value_name = "FILE", env = "CAPSTAN_CA_FILE", global = true)]
+    pub ca_file: Option<PathBuf>,
     /// Print the API's JSON as it is instead of a human-readable summary.
     #[arg(long, global = true)]
     pub json: bool,
-}
-
-/// Why an API command failed; shown as `code: message`.
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    /// The API answered with an error.
-    #[error("{message}")]
-    Api {
-        /// The API's `error_code`.
-        code: String,
-        /// The API's message.
-        message: String,
-    },
-    /// The API could not be reached or answered something unreadable.
-    #[error("cannot reach {url}: {reason}")]
-    Unreachable {
-        /// The base URL.
-        url: String,
-        /// What went wrong.
-        reason: String,
-    },
-    /// Local input (a file, the token) could not be used.
-    #[error("{0}")]
-    Input(String),
-}
-
-impl CliError {
-    /// A stable snake_case code.
-    pub fn code(&self) -> &str {
-        match self {
-            CliError::Api { code, .. } => code,
-            CliError::Unreachable { .. } => "api_unreachable",
-            CliError::Input(_) => "invalid_input",
-        }
-    }
 }
 
 /// A client of one node's API.
@@ -92,10 +63,20 @@ impl ApiClient {
                 .map(|t| t.trim().to_string()),
         }
         .filter(|t| !t.is_empty());
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| CliError::Input(format!("cannot build the http client: {e}")))?;
+        let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(30));
+        if let Some(path) = &args.ca_file {
+            for cert in ca_bundle(path)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder.build().map_err(|e| match &args.ca_file {
+            // the one input the builder checks is the bundle: rustls parses each certificate
+            Some(path) => CliError::CaFile {
+                path: path.display().to_string(),
+                reason: "it holds a certificate that is not a valid x.509 ca certificate".into(),
+            },
+            None => CliError::Input(format!("cannot build the http client: {e}")),
+        })?;
         Ok(ApiClient {
             base: args.url.trim_end_matches('/').to_string(),
             token,
@@ -152,10 +133,76 @@ impl ApiClient {
     }
 }
 
+/// The certificates of a PEM bundle; an error naming the file (never quoting it) when it
+/// cannot be read or holds no PEM certificate.
+fn ca_bundle(path: &Path) -> Result<Vec<reqwest::Certificate>, CliError> {
+    let error = |reason: String| CliError::CaFile {
+        path: path.display().to_string(),
+        reason,
+    };
+    let bytes = std::fs::read(path).map_err(|e| error(format!("cannot read it: {}", e.kind())))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&bytes)
+        .map_err(|_| error("it is not a pem certificate bundle".into()))?;
+    if certs.is_empty() {
+        return Err(error("it holds no pem certificate".into()));
+    }
+    Ok(certs)
+}
+
 /// Prints `value` as pretty JSON.
 pub fn print_json(value: &Value) {
     match serde_json::to_string_pretty(value) {
         Ok(text) => println!("{text}"),
         Err(_) => println!("{value}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(ca_file: &Path) -> ApiArgs {
+        ApiArgs {
+            url: "https://127.0.0.1:1".into(),
+            token_file: None,
+            ca_file: Some(ca_file.to_path_buf()),
+            json: false,
+        }
+    }
+
+    #[test]
+    fn a_bad_ca_file_is_named_and_never_quoted() {
+        let dir = std::env::temp_dir().join(format!("capstan-cli-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("missing.pem");
+        let e = ApiClient::new(&args(&missing)).unwrap_err();
+        assert_eq!(e.code(), "invalid_ca_file");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the ca file {} cannot be used: cannot read it: entity not found",
+                missing.display()
+            )
+        );
+        let junk = dir.join("junk.pem");
+        std::fs::write(&junk, "hunter2-not-a-certificate\n").unwrap();
+        let e = ApiClient::new(&args(&junk)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the ca file {} cannot be used: it holds no pem certificate",
+                junk.display()
+            )
+        );
+        let bad = dir.join("bad.pem");
+        std::fs::write(
+            &bad,
+            "-----BEGIN CERTIFICATE-----\naHVudGVyMi1zZWNyZXQ=\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let e = ApiClient::new(&args(&bad)).unwrap_err();
+        assert_eq!(e.code(), "invalid_ca_file");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,7 +1,8 @@
 //! `capstan cluster …`: the cluster as any node sees it.
 
 use clap::Subcommand;
-use serde_json::Value;
+use reqwest::Method;
+use serde_json::{json, Value};
 
 use crate::cli_client::{print_json, ApiArgs, ApiClient, CliError};
 
@@ -10,20 +11,53 @@ use crate::cli_client::{print_json, ApiArgs, ApiClient, CliError};
 pub enum ClusterCommand {
     /// Members, leader, term and the pipelines each member owns.
     Status,
+    /// Add a running worker (started without initial members) to the cluster: first a
+    /// learner that catches up, then a voter.
+    AddMember {
+        /// The new worker's node id (positive, unused).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        id: u64,
+        /// Its Raft address, as the other workers dial it.
+        #[arg(long = "raft", value_name = "HOST:PORT")]
+        raft: String,
+        /// Its REST API address.
+        #[arg(long = "api", value_name = "HOST:PORT")]
+        api: String,
+    },
+    /// Remove a member from the cluster (it is told, and stops).
+    RemoveMember {
+        /// The member's node id.
+        id: u64,
+    },
 }
 
 /// Runs one cluster subcommand.
 pub async fn run(args: &ApiArgs, command: ClusterCommand) -> Result<(), CliError> {
-    let api = ApiClient::new(args)?;
-    match command {
+    let client = ApiClient::new(args)?;
+    let (answer, summary) = match command {
         ClusterCommand::Status => {
-            let v = api.get("/cluster").await?;
-            if args.json {
-                print_json(&v);
-            } else {
-                println!("{}", cluster_lines(&v));
-            }
+            let v = client.get("/cluster").await?;
+            let lines = cluster_lines(&v);
+            (v, lines)
         }
+        ClusterCommand::AddMember { id, raft, api } => {
+            let body = json!({"id": id, "raft_addr": raft, "api_addr": api});
+            let v = client
+                .send(Method::POST, "/cluster/members", Some(body))
+                .await?;
+            (v, format!("added member {id} (raft {raft}, api {api}) as a voter"))
+        }
+        ClusterCommand::RemoveMember { id } => {
+            let v = client
+                .send(Method::DELETE, &format!("/cluster/members/{id}"), None)
+                .await?;
+            (v, format!("removed member {id}"))
+        }
+    };
+    if args.json {
+        print_json(&answer);
+    } else {
+        println!("{summary}");
     }
     Ok(())
 }

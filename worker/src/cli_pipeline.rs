@@ -1,46 +1,102 @@
-//! `capstan pipeline …`: create, list, inspect and steer pipelines through any node's API.
+//! `capstan pipeline …`: create, apply, validate, list, inspect and steer pipelines through
+//! any node's API.
 
-use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Subcommand;
 use reqwest::Method;
 use serde_json::Value;
 
 use crate::cli_client::{print_json, ApiArgs, ApiClient, CliError};
+use crate::cli_definition::{render, DefinitionFile, OutputFormat};
+use crate::cli_status_view::{offsets_lines, status_lines};
+use crate::cli_wait::{parse_seconds, wait_for, Freshness, WaitArgs, WaitGoal};
+
+/// How often `--wait` polls after a command.
+const POLL: Duration = Duration::from_secs(1);
 
 /// Pipeline subcommands.
 #[derive(Debug, Subcommand)]
 pub enum PipelineCommand {
-    /// Create a pipeline from a JSON definition (it starts stopped; `resume` runs it).
+    /// Create a pipeline from a JSON or YAML definition (it starts stopped; `resume` runs it).
     Create {
-        /// The definition file; `-` reads standard input.
-        #[arg(short = 'f', long = "file", value_name = "FILE")]
-        file: PathBuf,
+        #[command(flatten)]
+        definition: DefinitionFile,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Create a pipeline, or replace the definition of the one of that name (its runner
+    /// restarts with it).
+    Apply {
+        #[command(flatten)]
+        definition: DefinitionFile,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Check a definition as a create would, writing nothing.
+    Validate {
+        #[command(flatten)]
+        definition: DefinitionFile,
+    },
+    /// Print a pipeline's definition (secrets redacted by the server).
+    Get {
+        /// Pipeline name.
+        name: String,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Json)]
+        output: OutputFormat,
     },
     /// List the pipelines.
     List,
-    /// Show a pipeline's status.
+    /// Show a pipeline's status: state, owner, position, lag and snapshot progress.
     Status {
         /// Pipeline name.
         name: String,
+        /// Redraw the status every `--interval`, with a progress bar per snapshot table, until
+        /// interrupted (or, with `--wait`, until the wait is over).
+        #[arg(long)]
+        watch: bool,
+        /// Seconds between two polls of `--watch` and `--wait`.
+        #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = parse_seconds)]
+        interval: Duration,
+        #[command(flatten)]
+        wait: WaitArgs,
     },
     /// Pause a pipeline (its owner keeps it and publishes nothing).
     Pause {
         /// Pipeline name.
         name: String,
+        #[command(flatten)]
+        wait: WaitArgs,
     },
     /// Resume a pipeline (desired state running).
     Resume {
         /// Pipeline name.
         name: String,
+        #[command(flatten)]
+        wait: WaitArgs,
     },
     /// Stop a pipeline (nothing runs; offsets may then be reset).
     Stop {
         /// Pipeline name.
         name: String,
+        #[command(flatten)]
+        wait: WaitArgs,
     },
     /// Restart a pipeline on its owner as a new incarnation (clears a failure).
     Restart {
+        /// Pipeline name.
+        name: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Show where streaming resumes and how far the snapshot got.
+    Offsets {
+        /// Pipeline name.
+        name: String,
+    },
+    /// Forget the committed position and snapshot progress (the pipeline must be stopped).
+    ResetOffsets {
         /// Pipeline name.
         name: String,
     },
@@ -51,131 +107,223 @@ pub enum PipelineCommand {
     },
 }
 
+/// What a command did: the API's answer, its summary, and what `--wait` then waits for.
+struct Done {
+    answer: Value,
+    summary: String,
+    wait: Option<(String, WaitGoal)>,
+}
+
+impl Done {
+    fn new(answer: Value, summary: String) -> Self {
+        Done {
+            answer,
+            summary,
+            wait: None,
+        }
+    }
+
+    fn then_wait(mut self, name: &str, goal: Option<WaitGoal>) -> Self {
+        self.wait = goal.map(|g| (name.to_string(), g));
+        self
+    }
+}
+
 /// Runs one pipeline subcommand.
 pub async fn run(args: &ApiArgs, command: PipelineCommand) -> Result<(), CliError> {
     let api = ApiClient::new(args)?;
-    let path = |name: &str, rest: &str| format!("/pipelines/{}{rest}", encode(name));
-    let (answer, summary) = match command {
-        PipelineCommand::Create { file } => {
-            let definition = read_definition(&file)?;
+    let done = match command {
+        PipelineCommand::Create { definition, wait } => {
+            let v = create(&api, definition.read()?).await?;
+            let name = text(&v["name"]);
+            Done::new(v, created_line(&name)).then_wait(&name, wait.goal(Freshness::Created))
+        }
+        PipelineCommand::Apply { definition, wait } => {
+            let (v, summary) = apply(&api, definition.read()?).await?;
+            let name = text(&v["name"]);
+            Done::new(v, summary).then_wait(&name, wait.goal(Freshness::Created))
+        }
+        PipelineCommand::Validate { definition } => {
             let v = api
-                .send(Method::POST, "/pipelines", Some(definition))
+                .send(Method::POST, "/pipelines/validate", Some(definition.read()?))
                 .await?;
-            let name = v["name"].as_str().unwrap_or_default().to_string();
-            let line = format!(
-                "created pipeline {name} (stopped; `capstan pipeline resume {name}` runs it)"
-            );
-            (v, line)
+            let line = format!("the definition of pipeline {} is valid", text(&v["name"]));
+            Done::new(v, line)
+        }
+        PipelineCommand::Get { name, output } => {
+            let v = api.get(&path(&name, "")).await?;
+            let format = if args.json { OutputFormat::Json } else { output };
+            println!("{}", render(&v["config"], format)?);
+            return Ok(());
         }
         PipelineCommand::List => {
             let v = api.get("/pipelines").await?;
-            let names: Vec<&str> = v
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            let line = if names.is_empty() {
-                "no pipelines".to_string()
-            } else {
-                names.join("\n")
+            let line = list_lines(&v);
+            Done::new(v, line)
+        }
+        PipelineCommand::Status {
+            name,
+            watch,
+            interval,
+            wait,
+        } => {
+            let goal = wait.goal(Freshness::Any);
+            if watch {
+                return crate::cli_watch::watch(&api, &name, interval, goal.as_ref(), args.json)
+                    .await;
+            }
+            let v = match &goal {
+                Some(goal) => wait_for(&api, &name, goal, interval).await?,
+                None => api.get(&path(&name, "/status")).await?,
             };
-            (v, line)
-        }
-        PipelineCommand::Status { name } => {
-            let v = api.get(&path(&name, "/status")).await?;
             let line = status_lines(&v);
-            (v, line)
+            Done::new(v, line)
         }
-        PipelineCommand::Pause { name } => state_change(&api, &name, "pause").await?,
-        PipelineCommand::Resume { name } => state_change(&api, &name, "resume").await?,
-        PipelineCommand::Stop { name } => state_change(&api, &name, "stop").await?,
-        PipelineCommand::Restart { name } => {
+        PipelineCommand::Pause { name, wait } => state_change(&api, &name, "pause", &wait).await?,
+        PipelineCommand::Resume { name, wait } => {
+            state_change(&api, &name, "resume", &wait).await?
+        }
+        PipelineCommand::Stop { name, wait } => state_change(&api, &name, "stop", &wait).await?,
+        PipelineCommand::Restart { name, wait } => {
             let v = api
                 .send(Method::POST, &path(&name, "/restart"), None)
                 .await?;
+            let epoch = v["epoch"].as_u64().unwrap_or_default();
             let line = match v["owner"].as_u64() {
-                Some(owner) => format!(
-                    "restarting {name} on node {owner} (epoch {})",
-                    v["epoch"].as_u64().unwrap_or_default()
-                ),
+                Some(owner) => format!("restarting {name} on node {owner} (epoch {epoch})"),
                 None => format!("{name} has no owner; nothing runs to restart"),
             };
-            (v, line)
+            Done::new(v, line).then_wait(&name, wait.goal(Freshness::Epoch(epoch)))
+        }
+        PipelineCommand::Offsets { name } => {
+            let v = api.get(&path(&name, "/offsets")).await?;
+            let line = offsets_lines(&v);
+            Done::new(v, line)
+        }
+        PipelineCommand::ResetOffsets { name } => {
+            let v = api
+                .send(Method::DELETE, &path(&name, "/offsets"), None)
+                .await?;
+            let line = format!(
+                "reset the offsets of {name}: its next start resolves start_position again"
+            );
+            Done::new(v, line)
         }
         PipelineCommand::Delete { name } => {
             let v = api.send(Method::DELETE, &path(&name, ""), None).await?;
-            (v, format!("deleted pipeline {name}"))
+            Done::new(v, format!("deleted pipeline {name}"))
         }
     };
+    show(args, &done.answer, &done.summary);
+    if let Some((name, goal)) = &done.wait {
+        let status = wait_for(&api, name, goal, POLL).await?;
+        let line = format!("{name} is {}", goal.state);
+        show(args, &status, &line);
+    }
+    Ok(())
+}
+
+fn show(args: &ApiArgs, answer: &Value, summary: &str) {
     if args.json {
-        print_json(&answer);
+        print_json(answer);
     } else {
         println!("{summary}");
     }
-    Ok(())
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
+fn path(name: &str, rest: &str) -> String {
+    format!("/pipelines/{}{rest}", encode(name))
+}
+
+async fn create(api: &ApiClient, definition: Value) -> Result<Value, CliError> {
+    api.send(Method::POST, "/pipelines", Some(definition)).await
+}
+
+fn created_line(name: &str) -> String {
+    format!("created pipeline {name} (stopped; `capstan pipeline resume {name}` runs it)")
+}
+
+/// Whether `apply` creates or updates, from the answer to `GET /pipelines/{name}`.
+#[derive(Debug, PartialEq, Eq)]
+enum ApplyAction {
+    Create,
+    Update,
+}
+
+/// `apply` after `GET /pipelines/{name}` failed: create when the pipeline is unknown, else
+/// the failure stands.
+fn create_if_unknown(e: CliError) -> Result<ApplyAction, CliError> {
+    match &e {
+        CliError::Api { code, .. } if code == "unknown_pipeline" => Ok(ApplyAction::Create),
+        _ => Err(e),
+    }
+}
+
+/// Creates the pipeline, or replaces its definition when one of that name exists. A
+/// definition without a usable name is sent to create, which names the field.
+async fn apply(api: &ApiClient, definition: Value) -> Result<(Value, String), CliError> {
+    let name = match definition["name"].as_str() {
+        Some(n) if !n.is_empty() => n.to_string(),
+        _ => {
+            let v = create(api, definition).await?;
+            let line = created_line(&text(&v["name"]));
+            return Ok((v, line));
+        }
+    };
+    let action = match api.get(&path(&name, "")).await {
+        Ok(_) => ApplyAction::Update,
+        Err(e) => create_if_unknown(e)?,
+    };
+    match action {
+        ApplyAction::Create => {
+            let v = create(api, definition).await?;
+            Ok((v, created_line(&name)))
+        }
+        ApplyAction::Update => {
+            let v = api
+                .send(Method::PUT, &path(&name, "/config"), Some(definition))
+                .await?;
+            let line = format!("updated pipeline {name} (its runner restarts with the new definition)");
+            Ok((v, line))
+        }
+    }
 }
 
 async fn state_change(
     api: &ApiClient,
     name: &str,
     verb: &str,
-) -> Result<(Value, String), CliError> {
-    let v = api
-        .send(
-            Method::PUT,
-            &format!("/pipelines/{}/{verb}", encode(name)),
-            None,
-        )
-        .await?;
-    Ok((v, format!("{verb} requested for {name}")))
+    wait: &WaitArgs,
+) -> Result<Done, CliError> {
+    let v = api.send(Method::PUT, &path(name, &format!("/{verb}")), None).await?;
+    let desired = match verb {
+        "pause" => "paused",
+        "resume" => "running",
+        _ => "stopped",
+    };
+    Ok(Done::new(v, format!("{verb} requested for {name}"))
+        .then_wait(name, wait.goal(Freshness::Desired(desired))))
 }
 
-fn read_definition(file: &PathBuf) -> Result<Value, CliError> {
-    let text = if file.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin())
-            .map_err(|e| CliError::Input(format!("cannot read standard input: {}", e.kind())))?
+fn list_lines(v: &Value) -> String {
+    let names: Vec<&str> = v
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if names.is_empty() {
+        "no pipelines".to_string()
     } else {
-        std::fs::read_to_string(file)
-            .map_err(|e| CliError::Input(format!("cannot read {}: {}", file.display(), e.kind())))?
-    };
-    // the syntax error names a line and column, never the content (it may hold a password)
-    serde_json::from_str(&text)
-        .map_err(|e| CliError::Input(format!("{} is not valid json: {e}", file.display())))
-}
-
-fn status_lines(v: &Value) -> String {
-    let text = |k: &str| v[k].as_str().unwrap_or("-").to_string();
-    let owner = match v["owner"].as_u64() {
-        Some(o) => format!("node {o}"),
-        None => "none".into(),
-    };
-    let mut lines = vec![
-        format!("pipeline:      {}", text("name")),
-        format!("desired state: {}", text("desired_state")),
-        format!("state:         {}", text("state")),
-        format!(
-            "owner:         {owner} (epoch {})",
-            v["epoch"].as_u64().unwrap_or_default()
-        ),
-        format!("position:      {}", text("position")),
-    ];
-    if let Some(lag) = v["lag_ms"].as_u64() {
-        lines.push(format!("lag:           {lag} ms"));
+        names.join("\n")
     }
-    if let Some(rows) = v["rows_total"].as_u64() {
-        lines.push(format!("rows:          {rows} published by the owner"));
-    }
-    if let Some(detail) = v["detail"].as_str() {
-        lines.insert(3, format!("detail:        {detail}"));
-    }
-    if let Some(reason) = v["reason"].as_str() {
-        lines.insert(3, format!("reason:        {reason}"));
-    }
-    lines.join("\n")
 }
 
 /// Percent-encodes a pipeline name for a URL path (names are `[a-zA-Z0-9._-]`, but a typo
 /// should reach the API as a 404, not as another route).
-fn encode(name: &str) -> String {
+pub fn encode(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for b in name.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
@@ -198,21 +346,28 @@ mod tests {
     }
 
     #[test]
-    fn status_is_readable() {
-        let v = serde_json::json!({"name": "p", "desired_state": "running", "state": "failed",
-            "reason": "source_unreachable", "owner": 2, "epoch": 5, "position": null});
-        let s = status_lines(&v);
-        assert!(!s.contains("lag:") && !s.contains("rows:"), "{s}");
-        assert!(s.contains("state:         failed"), "{s}");
-        assert!(s.contains("reason:        source_unreachable"), "{s}");
-        assert!(s.contains("owner:         node 2 (epoch 5)"), "{s}");
-        let v = serde_json::json!({"name": "p", "state": "streaming", "owner": 2, "epoch": 5,
-            "lag_ms": 12, "rows_total": 4021});
-        let s = status_lines(&v);
-        assert!(s.contains("lag:           12 ms"), "{s}");
-        assert!(
-            s.contains("rows:          4021 published by the owner"),
-            "{s}"
+    fn apply_creates_only_what_is_unknown() {
+        let api = |code: &str| CliError::Api {
+            code: code.into(),
+            message: "m".into(),
+        };
+        assert_eq!(
+            create_if_unknown(api("unknown_pipeline")).unwrap(),
+            ApplyAction::Create
         );
+        let e = create_if_unknown(api("no_leader")).unwrap_err();
+        assert_eq!(e.code(), "no_leader");
+        let unreachable = CliError::Unreachable {
+            url: "u".into(),
+            reason: "r".into(),
+        };
+        let e = create_if_unknown(unreachable).unwrap_err();
+        assert_eq!(e.code(), "api_unreachable");
+    }
+
+    #[test]
+    fn lists_read_one_name_a_line() {
+        assert_eq!(list_lines(&serde_json::json!([])), "no pipelines");
+        assert_eq!(list_lines(&serde_json::json!(["a", "b"])), "a\nb");
     }
 }

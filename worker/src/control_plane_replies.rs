@@ -5,10 +5,11 @@ use axum::http::StatusCode;
 use capstan_core::secret_ref::SecretRef;
 use capstan_kafka::config::{is_secret_property, REDACTED};
 use capstan_raft_store::Response;
-use capstan_rest_api::ApiError;
+use capstan_rest_api::{ApiError, TableOffset};
 
 use crate::membership_guard::MembershipRefusal;
 use crate::node::WriteError;
+use crate::pipeline::{CheckedPipelineSpec, PipelineSpec};
 
 /// A refused membership change: 409 with its code.
 pub(crate) fn refusal(e: MembershipRefusal) -> ApiError {
@@ -25,6 +26,16 @@ pub(crate) fn write_error(e: WriteError) -> ApiError {
     } else {
         ApiError::internal(e.code(), e.to_string())
     }
+}
+
+/// A definition parsed and validated as a create, an update and a dry run check it: 400 naming
+/// the field (the message is value-free).
+pub(crate) fn checked_definition(
+    definition: &serde_json::Value,
+) -> Result<CheckedPipelineSpec, ApiError> {
+    PipelineSpec::from_json(definition.clone())
+        .and_then(|spec| spec.validate())
+        .map_err(|e| ApiError::bad_request(e.code(), e.to_string()).with_field(e.field))
 }
 
 /// 404 for a pipeline name.
@@ -125,6 +136,19 @@ pub(crate) fn keep_stored_secrets(
         }
     }
     Ok(())
+}
+
+/// A pipeline's snapshot progress per table as the API shows it (key cursors left out).
+pub(crate) fn table_offsets(r: &capstan_raft_store::PipelineRecord) -> Vec<TableOffset> {
+    r.snapshot_progress()
+        .iter()
+        .map(|(table, progress)| TableOffset {
+            table: table.clone(),
+            status: progress.status.as_str().to_string(),
+            rows_done: progress.rows_done,
+            rows_estimated: progress.rows_estimated,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -560,7 +560,7 @@ fn membership_error(e: RaftError<NodeId, ClientWriteError<NodeId, NodeInfo>>) ->
 }
 
 /// Refuses a command too large for one Raft entry, naming its kind and both sizes.
-fn check_size(command: &Command) -> Result<(), WriteError> {
+pub(crate) fn check_size(command: &Command) -> Result<(), WriteError> {
     let bytes = command.encoded_len();
     if bytes <= MAX_COMMAND_BYTES {
         return Ok(());

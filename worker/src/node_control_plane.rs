@@ -10,18 +10,18 @@ use std::time::{Duration, Instant};
 use capstan_raft_store::{Command, DesiredState, NodeInfo, Response, SpecJson};
 use capstan_rest_api::{
     AddMember, ApiError, ApiToken, ClusterView, ControlPlane, Health, MemberView, PipelineOffsets,
-    PipelineStatus, PipelineView, RestartView, TableOffset,
+    PipelineStatus, PipelineValidation, PipelineView, RestartView,
 };
 use openraft::ServerState;
 
 use crate::api_tls::{self, ApiTls};
 use crate::control_plane_replies::{
-    keep_stored_secrets, redacted, refusal, rejected, unknown_pipeline, write_error,
+    checked_definition, keep_stored_secrets, redacted, refusal, rejected, table_offsets,
+    unknown_pipeline, write_error,
 };
 use crate::membership_guard::{check_addition, check_removal};
 use crate::metrics::{Metrics, RaftView};
-use crate::node::{Node, WriteError};
-use crate::pipeline::PipelineSpec;
+use crate::node::{check_size, Node, WriteError};
 
 /// How long adding a member waits for it to catch up before it is made a voter (a follower
 /// forwarding the request waits 30 s for the leader's answer).
@@ -321,21 +321,25 @@ impl ControlPlane for NodeControlPlane {
         &self,
         definition: serde_json::Value,
     ) -> Result<PipelineView, ApiError> {
-        let name = PipelineSpec::from_json(definition.clone())
-            .and_then(|spec| spec.validate().map(|checked| checked.name))
-            .map_err(|e| ApiError::bad_request(e.code(), e.to_string()).with_field(e.field))?;
+        let name = checked_definition(&definition)?.name;
         let response = self
-            .write(Command::CreatePipeline {
-                name: name.clone(),
-                spec: SpecJson::new(definition.clone()),
-                incarnation: Some(uuid::Uuid::new_v4().to_string()),
-            })
+            .write(create_command(name.clone(), &definition))
             .await?;
         rejected(&name, response)?;
         Ok(PipelineView {
             name,
             config: redacted(&definition),
         })
+    }
+
+    async fn validate_pipeline(
+        &self,
+        definition: serde_json::Value,
+    ) -> Result<PipelineValidation, ApiError> {
+        let name = checked_definition(&definition)?.name;
+        // the create's own size check, on the command it would write
+        check_size(&create_command(name.clone(), &definition)).map_err(write_error)?;
+        Ok(PipelineValidation { valid: true, name })
     }
 
     async fn pipeline(&self, name: &str) -> Result<PipelineView, ApiError> {
@@ -397,9 +401,7 @@ impl ControlPlane for NodeControlPlane {
     ) -> Result<PipelineView, ApiError> {
         let stored = self.stored_spec(name)?;
         keep_stored_secrets(&mut definition, &stored)?;
-        let checked = PipelineSpec::from_json(definition.clone())
-            .and_then(|spec| spec.validate())
-            .map_err(|e| ApiError::bad_request(e.code(), e.to_string()).with_field(e.field))?;
+        let checked = checked_definition(&definition)?;
         if checked.name != name {
             return Err(ApiError::invalid_field(
                 "invalid_pipeline",
@@ -495,15 +497,11 @@ impl ControlPlane for NodeControlPlane {
     }
 }
 
-/// A pipeline's snapshot progress per table as the API shows it (key cursors left out).
-fn table_offsets(r: &capstan_raft_store::PipelineRecord) -> Vec<TableOffset> {
-    r.snapshot_progress()
-        .iter()
-        .map(|(table, progress)| TableOffset {
-            table: table.clone(),
-            status: progress.status.as_str().to_string(),
-            rows_done: progress.rows_done,
-            rows_estimated: progress.rows_estimated,
-        })
-        .collect()
+/// The Raft command that creates pipeline `name`, in a fresh incarnation.
+fn create_command(name: String, definition: &serde_json::Value) -> Command {
+    Command::CreatePipeline {
+        name,
+        spec: SpecJson::new(definition.clone()),
+        incarnation: Some(uuid::Uuid::new_v4().to_string()),
+    }
 }

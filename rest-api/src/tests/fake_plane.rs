@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::{
     AddMember, ApiError, ClusterView, ControlPlane, Health, PipelineOffsets, PipelineStatus,
-    PipelineView, RestartView,
+    PipelineValidation, PipelineView, RestartView,
 };
 
 #[derive(Debug, Clone)]
@@ -143,6 +143,11 @@ impl ControlPlane for FakePlane {
             name,
             config: redacted(&definition),
         })
+    }
+
+    async fn validate_pipeline(&self, definition: Value) -> Result<PipelineValidation, ApiError> {
+        let name = Self::validate(&definition)?;
+        Ok(PipelineValidation { valid: true, name })
     }
 
     async fn update_pipeline_config(

@@ -19,5 +19,5 @@ mod spec_secrets;
 mod table_run;
 mod weight_cache;
 
-pub use pipeline_spec::PipelineSpec;
+pub use pipeline_spec::{CheckedPipelineSpec, PipelineSpec};
 pub use runner_supervisor::supervise;
