@@ -9,6 +9,7 @@
 pub mod cluster;
 pub mod live_pipeline;
 pub mod switch_proxy;
+pub mod test_ca;
 
 use std::path::PathBuf;
 

@@ -11,79 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capstan_tests::cluster::{capstan_binary, free_port, Cluster};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
+use capstan_tests::test_ca::{tls_table, write_certs, TestCa};
 use reqwest::Method;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::json;
 
 const SETTLE: Duration = Duration::from_secs(20);
-
-/// A CA able to sign worker certificates.
-struct TestCa {
-    issuer: Issuer<'static, KeyPair>,
-    pem: String,
-}
-
-impl TestCa {
-    fn new(name: &str) -> TestCa {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        params.distinguished_name.push(DnType::CommonName, name);
-        let cert = params.self_signed(&key).unwrap();
-        TestCa {
-            pem: cert.pem(),
-            issuer: Issuer::new(params, key),
-        }
-    }
-
-    /// (certificate PEM, key PEM) for a worker reachable as 127.0.0.1 or localhost, usable as
-    /// a TLS server and client.
-    fn worker_cert(&self, name: &str) -> (String, String) {
-        let key = KeyPair::generate().unwrap();
-        let mut params =
-            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.extended_key_usages = vec![
-            ExtendedKeyUsagePurpose::ServerAuth,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ];
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-}
-
-/// Writes the CA and one certificate per worker id into `dir`; returns the `[tls]` table of
-/// each worker.
-fn write_certs(dir: &Path, ca: &TestCa, ids: &[u64]) -> Vec<(u64, String)> {
-    std::fs::write(dir.join("ca.pem"), &ca.pem).unwrap();
-    ids.iter()
-        .map(|&id| {
-            let (cert, key) = ca.worker_cert(&format!("worker-{id}"));
-            std::fs::write(dir.join(format!("w{id}.pem")), cert).unwrap();
-            std::fs::write(dir.join(format!("w{id}.key")), key).unwrap();
-            (id, tls_table(dir, &format!("w{id}")))
-        })
-        .collect()
-}
-
-fn tls_table(dir: &Path, name: &str) -> String {
-    format!(
-        "\n[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\nca_file = \"{}\"\n",
-        dir.join(format!("{name}.pem")).display(),
-        dir.join(format!("{name}.key")).display(),
-        dir.join("ca.pem").display(),
-    )
-}
 
 /// A blocking client trusting `ca_pem`, presenting `client` (certificate, key) when given.
 fn https_client(ca_pem: &str, client: Option<(&str, &str)>) -> reqwest::blocking::Client {

@@ -4,11 +4,12 @@
 //! owner's lag) it trusts only `ca_file`. The files are read at start; errors name the field
 //! and the file, never their contents.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use rustls::{ClientConfig, ServerConfig};
 
-use crate::raft_tls::{rustls_reason, Material, TlsSetupError};
+use crate::raft_tls::{read_roots, rustls_reason, Material, TlsSetupError};
 use crate::worker_config::TlsConfig;
 
 /// The API's TLS: the listener's server configuration and the client side for calls to peers.
@@ -62,6 +63,25 @@ impl ApiTls {
     pub fn server_config(&self) -> Arc<ServerConfig> {
         self.server.clone()
     }
+}
+
+/// A client configuration trusting only the CA certificates of `ca_file` (named `field` in
+/// errors) and presenting no certificate: the command line's `--ca-file`.
+pub fn client_config_trusting(
+    field: &'static str,
+    ca_file: &Path,
+) -> Result<ClientConfig, TlsSetupError> {
+    let roots = read_roots(field, ca_file)?;
+    Ok(
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsSetupError::Rejected {
+                what: format!("{field} {}", ca_file.display()),
+                reason: rustls_reason(&e),
+            })?
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
 }
 
 /// `https` when the API speaks TLS, `http` otherwise.

@@ -87,7 +87,12 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             .await
             .map_err(|e| format!("{}: {e}", e.code())),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "capstan", &mut std::io::stdout());
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "capstan",
+                &mut std::io::stdout(),
+            );
             Ok(())
         }
         Command::Dev {

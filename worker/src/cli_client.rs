@@ -2,13 +2,14 @@
 //! `--ca-file` and `--json` options every API subcommand shares, and error bodies turned into
 //! `error_code: message`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 use reqwest::Method;
 use serde_json::Value;
 
+use crate::api_tls;
 pub use crate::cli_error::CliError;
 
 /// Where the API is and how to talk to it.
@@ -22,7 +23,8 @@ pub struct ApiArgs {
         global = true
     )]
     pub url: String,
-    /// A file holding the API's bearer token (default: the `CAPSTAN_TOKEN` variable).
+    /// A file holding the bearer token sent with every request (default: the `CAPSTAN_TOKEN`
+    /// variable): the API's token, or its read token for commands that only read.
     #[arg(long, value_name = "FILE", global = true)]
     pub token_file: Option<PathBuf>,
     /// A PEM bundle of the CA certificates trusted for an `https://` URL (only these: the
@@ -65,18 +67,13 @@ impl ApiClient {
         .filter(|t| !t.is_empty());
         let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(30));
         if let Some(path) = &args.ca_file {
-            for cert in ca_bundle(path)? {
-                builder = builder.add_root_certificate(cert);
-            }
+            let tls =
+                api_tls::client_config_trusting("--ca-file", path).map_err(CliError::CaFile)?;
+            builder = builder.use_preconfigured_tls(tls);
         }
-        let http = builder.build().map_err(|e| match &args.ca_file {
-            // the one input the builder checks is the bundle: rustls parses each certificate
-            Some(path) => CliError::CaFile {
-                path: path.display().to_string(),
-                reason: "it holds a certificate that is not a valid x.509 ca certificate".into(),
-            },
-            None => CliError::Input(format!("cannot build the http client: {e}")),
-        })?;
+        let http = builder
+            .build()
+            .map_err(|e| CliError::Input(format!("cannot build the http client: {e}")))?;
         Ok(ApiClient {
             base: args.url.trim_end_matches('/').to_string(),
             token,
@@ -122,6 +119,7 @@ impl ApiClient {
                 .map(str::to_string)
         };
         Err(CliError::Api {
+            status: status.as_u16(),
             code: field("error_code").unwrap_or_else(|| format!("http_{}", status.as_u16())),
             message: field("message").unwrap_or_else(|| {
                 status
@@ -131,22 +129,6 @@ impl ApiClient {
             }),
         })
     }
-}
-
-/// The certificates of a PEM bundle; an error naming the file (never quoting it) when it
-/// cannot be read or holds no PEM certificate.
-fn ca_bundle(path: &Path) -> Result<Vec<reqwest::Certificate>, CliError> {
-    let error = |reason: String| CliError::CaFile {
-        path: path.display().to_string(),
-        reason,
-    };
-    let bytes = std::fs::read(path).map_err(|e| error(format!("cannot read it: {}", e.kind())))?;
-    let certs = reqwest::Certificate::from_pem_bundle(&bytes)
-        .map_err(|_| error("it is not a pem certificate bundle".into()))?;
-    if certs.is_empty() {
-        return Err(error("it holds no pem certificate".into()));
-    }
-    Ok(certs)
 }
 
 /// Prints `value` as pretty JSON.
@@ -159,6 +141,8 @@ pub fn print_json(value: &Value) {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     fn args(ca_file: &Path) -> ApiArgs {
@@ -170,29 +154,29 @@ mod tests {
         }
     }
 
+    fn error(ca_file: &Path) -> String {
+        let e = ApiClient::new(&args(ca_file)).unwrap_err();
+        assert_eq!(e.code(), "invalid_ca_file");
+        let message = e.to_string();
+        assert!(!message.contains("hunter2"), "{message}");
+        message
+    }
+
     #[test]
     fn a_bad_ca_file_is_named_and_never_quoted() {
         let dir = std::env::temp_dir().join(format!("capstan-cli-ca-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let missing = dir.join("missing.pem");
-        let e = ApiClient::new(&args(&missing)).unwrap_err();
-        assert_eq!(e.code(), "invalid_ca_file");
-        assert_eq!(
-            e.to_string(),
-            format!(
-                "the ca file {} cannot be used: cannot read it: entity not found",
-                missing.display()
-            )
+        let m = error(&missing);
+        assert!(
+            m.starts_with(&format!("cannot read --ca-file {}: ", missing.display())),
+            "{m}"
         );
         let junk = dir.join("junk.pem");
         std::fs::write(&junk, "hunter2-not-a-certificate\n").unwrap();
-        let e = ApiClient::new(&args(&junk)).unwrap_err();
         assert_eq!(
-            e.to_string(),
-            format!(
-                "the ca file {} cannot be used: it holds no pem certificate",
-                junk.display()
-            )
+            error(&junk),
+            format!("--ca-file {}: holds no certificate", junk.display())
         );
         let bad = dir.join("bad.pem");
         std::fs::write(
@@ -200,9 +184,14 @@ mod tests {
             "-----BEGIN CERTIFICATE-----\naHVudGVyMi1zZWNyZXQ=\n-----END CERTIFICATE-----\n",
         )
         .unwrap();
-        let e = ApiClient::new(&args(&bad)).unwrap_err();
-        assert_eq!(e.code(), "invalid_ca_file");
-        assert!(!e.to_string().contains("hunter2"), "{e}");
+        let m = error(&bad);
+        assert!(
+            m.starts_with(&format!(
+                "tls setup failed for --ca-file {}: ",
+                bad.display()
+            )),
+            "{m}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

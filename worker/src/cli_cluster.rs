@@ -45,7 +45,10 @@ pub async fn run(args: &ApiArgs, command: ClusterCommand) -> Result<(), CliError
             let v = client
                 .send(Method::POST, "/cluster/members", Some(body))
                 .await?;
-            (v, format!("added member {id} (raft {raft}, api {api}) as a voter"))
+            (
+                v,
+                format!("added member {id} (raft {raft}, api {api}) as a voter"),
+            )
         }
         ClusterCommand::RemoveMember { id } => {
             let v = client

@@ -177,8 +177,14 @@ mod tests {
             "tls": {"mode": "disabled"}}, "kafka": {"topics": ["a", "b"]}});
         assert_eq!(parse_definition(yaml, Syntax::Yaml, "f").unwrap(), expected);
         assert_eq!(parse_definition(json, Syntax::Json, "f").unwrap(), expected);
-        assert_eq!(parse_definition(yaml, Syntax::Either, "f").unwrap(), expected);
-        assert_eq!(parse_definition(json, Syntax::Either, "f").unwrap(), expected);
+        assert_eq!(
+            parse_definition(yaml, Syntax::Either, "f").unwrap(),
+            expected
+        );
+        assert_eq!(
+            parse_definition(json, Syntax::Either, "f").unwrap(),
+            expected
+        );
     }
 
     #[test]

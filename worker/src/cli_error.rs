@@ -1,12 +1,16 @@
 //! Why a command of the command line failed: shown as `capstan: code: message`. No message
 //! carries a value of a pipeline definition (it may hold a password) or of a file.
 
+use crate::raft_tls::TlsSetupError;
+
 /// Why an API command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     /// The API answered with an error.
     #[error("{message}")]
     Api {
+        /// The HTTP status.
+        status: u16,
         /// The API's `error_code`.
         code: String,
         /// The API's message.
@@ -31,14 +35,9 @@ pub enum CliError {
         /// Where and what, value-free (`is not valid yaml: line 3 column 7: …`).
         reason: String,
     },
-    /// The `--ca-file` bundle could not be used.
-    #[error("the ca file {path} cannot be used: {reason}")]
-    CaFile {
-        /// The file.
-        path: String,
-        /// Why (the OS error kind, or what the content lacks; never the content).
-        reason: String,
-    },
+    /// The `--ca-file` bundle could not be used (the message names the file, never quotes it).
+    #[error("{0}")]
+    CaFile(TlsSetupError),
     /// `--wait` ran out of time.
     #[error("pipeline {name} is not {wanted} after {after}: {last}")]
     WaitTimedOut {
@@ -72,6 +71,16 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// True when asking again may succeed: the node could not be reached, or answered 5xx (no
+    /// leader during an election, a leader that cannot be reached, no quorum).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            CliError::Unreachable { .. } => true,
+            CliError::Api { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+
     /// A stable snake_case code.
     pub fn code(&self) -> &str {
         match self {
@@ -79,7 +88,7 @@ impl CliError {
             CliError::Unreachable { .. } => "api_unreachable",
             CliError::Input(_) => "invalid_input",
             CliError::Definition { .. } => "invalid_definition",
-            CliError::CaFile { .. } => "invalid_ca_file",
+            CliError::CaFile(_) => "invalid_ca_file",
             CliError::WaitTimedOut { .. } => "wait_timed_out",
             CliError::PipelineFailed { .. } => "pipeline_failed",
             CliError::Render { .. } => "render_failed",

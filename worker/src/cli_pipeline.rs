@@ -145,14 +145,22 @@ pub async fn run(args: &ApiArgs, command: PipelineCommand) -> Result<(), CliErro
         }
         PipelineCommand::Validate { definition } => {
             let v = api
-                .send(Method::POST, "/pipelines/validate", Some(definition.read()?))
+                .send(
+                    Method::POST,
+                    "/pipelines/validate",
+                    Some(definition.read()?),
+                )
                 .await?;
             let line = format!("the definition of pipeline {} is valid", text(&v["name"]));
             Done::new(v, line)
         }
         PipelineCommand::Get { name, output } => {
             let v = api.get(&path(&name, "")).await?;
-            let format = if args.json { OutputFormat::Json } else { output };
+            let format = if args.json {
+                OutputFormat::Json
+            } else {
+                output
+            };
             println!("{}", render(&v["config"], format)?);
             return Ok(());
         }
@@ -287,7 +295,8 @@ async fn apply(api: &ApiClient, definition: Value) -> Result<(Value, String), Cl
             let v = api
                 .send(Method::PUT, &path(&name, "/config"), Some(definition))
                 .await?;
-            let line = format!("updated pipeline {name} (its runner restarts with the new definition)");
+            let line =
+                format!("updated pipeline {name} (its runner restarts with the new definition)");
             Ok((v, line))
         }
     }
@@ -299,7 +308,9 @@ async fn state_change(
     verb: &str,
     wait: &WaitArgs,
 ) -> Result<Done, CliError> {
-    let v = api.send(Method::PUT, &path(name, &format!("/{verb}")), None).await?;
+    let v = api
+        .send(Method::PUT, &path(name, &format!("/{verb}")), None)
+        .await?;
     let desired = match verb {
         "pause" => "paused",
         "resume" => "running",
@@ -348,6 +359,7 @@ mod tests {
     #[test]
     fn apply_creates_only_what_is_unknown() {
         let api = |code: &str| CliError::Api {
+            status: 404,
             code: code.into(),
             message: "m".into(),
         };

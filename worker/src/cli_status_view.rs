@@ -172,12 +172,12 @@ mod tests {
 
     fn snapshotting() -> Value {
         json!({"name": "orders", "desired_state": "running", "owner": 2, "epoch": 7,
-            "state": "snapshotting", "reason": null, "position": "uuid:1-5", "lag_ms": null,
-            "snapshot": [
-                {"table": "shop.orders", "status": "complete", "rows_done": 1204331, "rows_estimated": 1198000},
-                {"table": "shop.order_items", "status": "in_progress", "rows_done": 2500, "rows_estimated": 10000},
-                {"table": "shop.x", "status": "pending", "rows_done": 0, "rows_estimated": 0}
-            ]})
+        "state": "snapshotting", "reason": null, "position": "uuid:1-5", "lag_ms": null,
+        "snapshot": [
+            {"table": "shop.orders", "status": "complete", "rows_done": 1204331, "rows_estimated": 1198000},
+            {"table": "shop.order_items", "status": "in_progress", "rows_done": 2500, "rows_estimated": 10000},
+            {"table": "shop.x", "status": "pending", "rows_done": 0, "rows_estimated": 0}
+        ]})
     }
 
     #[test]

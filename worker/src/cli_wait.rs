@@ -150,7 +150,12 @@ pub fn last_seen(status: Option<&Value>) -> String {
 }
 
 /// The error that ends a wait: a failure, or the timeout.
-pub fn wait_error(name: &str, goal: &WaitGoal, outcome: WaitOutcome, last: Option<&Value>) -> CliError {
+pub fn wait_error(
+    name: &str,
+    goal: &WaitGoal,
+    outcome: WaitOutcome,
+    last: Option<&Value>,
+) -> CliError {
     match outcome {
         WaitOutcome::Failed { reason } => CliError::PipelineFailed {
             name: name.to_string(),
@@ -201,6 +206,10 @@ pub async fn wait_for(
                 failed => return Err(wait_error(name, goal, failed, Some(&status))),
             },
             Err(e) if is_pending_error(&e, goal) => {}
+            // an election, a node restarting: asked again until the deadline
+            Err(e) if e.is_transient() => {
+                eprintln!("{name}: the poll failed, polling again: {}: {e}", e.code());
+            }
             Err(e) => return Err(e),
         }
         let now = Instant::now();
@@ -298,16 +307,46 @@ mod tests {
     #[test]
     fn only_a_new_pipeline_may_be_unknown() {
         let unknown = CliError::Api {
+            status: 404,
             code: "unknown_pipeline".into(),
             message: "no pipeline named `p`".into(),
         };
-        assert!(is_pending_error(&unknown, &goal("stopped", Freshness::Created)));
-        assert!(!is_pending_error(&unknown, &goal("stopped", Freshness::Any)));
+        assert!(is_pending_error(
+            &unknown,
+            &goal("stopped", Freshness::Created)
+        ));
+        assert!(!is_pending_error(
+            &unknown,
+            &goal("stopped", Freshness::Any)
+        ));
         let other = CliError::Api {
+            status: 503,
             code: "no_leader".into(),
             message: "x".into(),
         };
-        assert!(!is_pending_error(&other, &goal("stopped", Freshness::Created)));
+        assert!(!is_pending_error(
+            &other,
+            &goal("stopped", Freshness::Created)
+        ));
+    }
+
+    #[test]
+    fn only_unreachable_nodes_and_server_errors_are_asked_again() {
+        let api = |status: u16, code: &str| CliError::Api {
+            status,
+            code: code.into(),
+            message: "m".into(),
+        };
+        assert!(api(503, "no_leader").is_transient());
+        assert!(api(502, "leader_unreachable").is_transient());
+        assert!(CliError::Unreachable {
+            url: "u".into(),
+            reason: "r".into()
+        }
+        .is_transient());
+        assert!(!api(401, "unauthorized").is_transient());
+        assert!(!api(404, "unknown_pipeline").is_transient());
+        assert!(!CliError::Input("x".into()).is_transient());
     }
 
     #[test]

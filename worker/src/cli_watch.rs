@@ -1,7 +1,9 @@
 //! `pipeline status NAME --watch`: the status polled every `--interval` and redrawn in place,
 //! with a progress bar per snapshot table still being read (rows done of the estimate, rate,
-//! time left). It ends on ctrl-c, or with `--wait` when the wait is over. Where standard
-//! output is no terminal (or with `--json`) each changed status is printed instead.
+//! time left). It ends on ctrl-c, with `--wait` when the wait is over, or on an error that
+//! asking again cannot mend (an unknown pipeline, a refused token); a node that cannot be
+//! reached or answers 5xx is shown and asked again. Where standard output is no terminal (or
+//! with `--json`) each changed status is printed instead.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -58,7 +60,9 @@ pub async fn watch(
             }
             Err(e) if goal.is_some_and(|g| is_pending_error(&e, g)) => {}
             // a node restarting or an election: shown, and polled again
-            Err(e) => screen.show_error(&e),
+            Err(e) if e.is_transient() => screen.show_error(&e),
+            // an unknown pipeline, a refused token: asking again changes nothing
+            Err(e) => break Err(e),
         }
         let now = Instant::now();
         let pause = match (goal, deadline) {
@@ -194,6 +198,7 @@ fn new_bar(spec: &TableBar) -> ProgressBar {
     let bar = ProgressBar::new(spec.total)
         .with_style(bar_style(spec))
         .with_prefix(spec.table.clone())
+        .with_message(spec.status.clone())
         .with_position(spec.done);
     // rows read before the watch began are no part of its rate
     bar.reset_eta();

@@ -148,7 +148,7 @@ impl Material {
     pub fn load(config: &TlsConfig, fields: [&'static str; 3]) -> Result<Self, TlsSetupError> {
         let [cert_field, key_field, ca_field] = fields;
         let certs = read_certs(cert_field, &config.cert_file)?;
-        let cas = read_certs(ca_field, &config.ca_file)?;
+        let roots = read_roots(ca_field, &config.ca_file)?;
         let key_pem = read(key_field, &config.key_file)?;
         let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsSetupError::Pem {
             field: key_field,
@@ -161,17 +161,10 @@ impl Material {
             config.cert_file.display(),
             config.key_file.display()
         );
-        let mut roots = RootCertStore::empty();
-        for ca in cas {
-            roots.add(ca).map_err(|e| TlsSetupError::Rejected {
-                what: ca_what.clone(),
-                reason: rustls_reason(&e),
-            })?;
-        }
         Ok(Material {
             certs,
             key,
-            roots: Arc::new(roots),
+            roots,
             ca_what,
             pair_what,
         })
@@ -224,6 +217,21 @@ fn read_certs(
         return Err(invalid("holds no certificate"));
     }
     Ok(certs)
+}
+
+/// The CA certificates of `file` (named `field` in errors) as the only roots to trust.
+pub(crate) fn read_roots(
+    field: &'static str,
+    file: &Path,
+) -> Result<Arc<RootCertStore>, TlsSetupError> {
+    let mut roots = RootCertStore::empty();
+    for ca in read_certs(field, file)? {
+        roots.add(ca).map_err(|e| TlsSetupError::Rejected {
+            what: format!("{field} {}", file.display()),
+            reason: rustls_reason(&e),
+        })?;
+    }
+    Ok(Arc::new(roots))
 }
 
 /// rustls' reason, in plain words where rustls' own is terse.

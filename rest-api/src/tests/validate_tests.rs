@@ -4,7 +4,7 @@
 use axum::http::{Method, StatusCode};
 use serde_json::json;
 
-use super::test_api::{assert_error, definition, Api};
+use super::test_api::{assert_error, definition, Api, READ_TOKEN, TOKEN};
 
 #[tokio::test]
 async fn a_valid_definition_is_answered_and_nothing_is_written() {
@@ -84,6 +84,34 @@ async fn validation_needs_the_token_like_every_post() {
         )
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    // the read token writes nothing, and a dry run is a write like any POST
+    let api = Api::read_guarded();
+    let body = definition("orders");
+    let r = api
+        .call(
+            Method::POST,
+            "/pipelines/validate",
+            Some(&body),
+            Some(READ_TOKEN),
+        )
+        .await;
+    assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized");
+    let r = api
+        .call(
+            Method::POST,
+            "/pipelines/validate",
+            Some(&body),
+            Some(TOKEN),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    // and the pipeline named `validate` is read with the read token
+    let r = api
+        .call(Method::GET, "/pipelines/validate", None, Some(READ_TOKEN))
+        .await;
+    assert_error(&r, StatusCode::NOT_FOUND, "unknown_pipeline");
+    let r = api.get("/pipelines/validate").await;
+    assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized");
 }
 
 #[tokio::test]
