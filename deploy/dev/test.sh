@@ -16,7 +16,8 @@ status=0
 # so that its dependencies get the same features as `cargo test --workspace` below: a build of
 # the worker package alone unifies them differently and compiles RocksDB a second time.
 cargo build --workspace --all-targets
-cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
+# --no-fail-fast: one failing test binary does not hide how the others fare
+cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log" || status=$?
 awk '/^test result:/ { p += $4; f += $6; i += $8 }
      END { printf "summary: %d passed, %d failed, %d skipped\n", p, f, i }' "$log"
 exit "$status"

@@ -49,7 +49,8 @@ use crate::SinkError;
 /// [`ExactlyOncePublisher::with_step_hook`] right after it completed (tests crash there).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PublishStep {
-    /// The batch's rows are acknowledged inside the open transaction.
+    /// The batch's rows are acknowledged inside the open transaction (not reported for a
+    /// batch without rows).
     RowsSent,
     /// The offsets record is acknowledged too; the transaction is not yet committed.
     OffsetsSent,
@@ -187,7 +188,11 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
         let hook = self.step_hook.unwrap_or(|_| {});
         self.producer.begin().await?;
         self.producer.send(records).await?;
-        hook(PublishStep::RowsSent);
+        // a batch may carry no rows (only a position to record, when the transactions it read
+        // touched no captured table): there are none to be acknowledged then
+        if !records.is_empty() {
+            hook(PublishStep::RowsSent);
+        }
         self.producer.send(std::slice::from_ref(&offsets)).await?;
         hook(PublishStep::OffsetsSent);
         self.producer.commit().await?;
