@@ -2,7 +2,9 @@
 //! and the Kafka broker of the dev services): the watch runs under `script`, which gives it a
 //! pseudo-terminal, and draws a progress bar for the table being read (rows done of the
 //! estimate, rate, time left) until `--wait streaming` ends it. The snapshot is slowed by
-//! `max_rows_per_second` so that several polls see it.
+//! `max_rows_per_second` so that several polls see it. Midway the owner is killed: the watch,
+//! asking another worker, shows the pipeline move to a new owner and epoch and the snapshot
+//! go on to the end.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -84,7 +86,7 @@ fn the_watch_draws_a_bar_per_snapshot_table() {
          SELECT n, 'an order' FROM seq; \
          ANALYZE TABLE `{{schema}}`.orders"
     ));
-    let Some(c) = Cluster::start(3) else {
+    let Some(mut c) = Cluster::start(3) else {
         return;
     };
     c.wait_for_leader(&[1, 2, 3], SETTLE)
@@ -107,20 +109,45 @@ fn the_watch_draws_a_bar_per_snapshot_table() {
     ok(&capstan(&["pipeline", "apply", "-f", &file, "--url", &url]));
     ok(&capstan(&["pipeline", "resume", &name, "--url", &url]));
 
-    let run = on_a_terminal(&[
-        "pipeline",
-        "status",
-        &name,
-        "--watch",
-        "--interval",
-        "0.2",
-        "--wait",
-        "streaming",
-        "--timeout",
-        "120",
-        "--url",
-        &url,
-    ]);
+    let (owner, epoch, _) = c
+        .wait_until(SETTLE, |c| c.pipeline_owner(1, &name))
+        .expect("the pipeline is owned");
+    // the watch asks a worker that will survive
+    let watcher = [1, 2, 3].into_iter().find(|&n| n != owner).unwrap();
+    let watch_url = c.workers[&watcher].api();
+    let watch = {
+        let name = name.clone();
+        std::thread::spawn(move || {
+            on_a_terminal(&[
+                "pipeline",
+                "status",
+                &name,
+                "--watch",
+                "--interval",
+                "0.2",
+                "--wait",
+                "streaming",
+                "--timeout",
+                "120",
+                "--url",
+                &watch_url,
+            ])
+        })
+    };
+    // the owner dies while the table is being read
+    let reading = c.wait_until(SETTLE, |c| {
+        let v = c.pipeline_status(watcher, &name)?;
+        let done = v["snapshot"][0]["rows_done"].as_u64()?;
+        (done >= 400 && done < u64::from(ROWS)).then_some(done)
+    });
+    assert!(reading.is_some(), "the snapshot never got going");
+    c.kill9(owner);
+    let run = watch.join().unwrap();
+    let (new_owner, new_epoch, _) = c
+        .pipeline_owner(watcher, &name)
+        .expect("the pipeline is owned again");
+    assert_ne!(new_owner, owner);
+    assert!(new_epoch > epoch, "epoch {new_epoch} after {epoch}");
     assert_eq!(run.code, Some(0), "{run:?}");
     let table = format!("{}.orders", live.name);
     let screen = &run.stdout;
@@ -147,8 +174,18 @@ fn the_watch_draws_a_bar_per_snapshot_table() {
     // the header followed the state to the end
     assert!(screen.contains("state:         snapshotting"), "{run:?}");
     assert!(screen.contains("state:         streaming"), "{run:?}");
+    // and showed the move: the old owner, then the new one with its new epoch
+    let before = format!("owner:         node {owner} (epoch {epoch})");
+    let after = format!("owner:         node {new_owner} (epoch {new_epoch})");
+    let seen_before = screen.find(&before);
+    let seen_after = screen.rfind(&after);
+    assert!(
+        matches!((seen_before, seen_after), (Some(b), Some(a)) if b < a),
+        "{before} then {after}: {run:?}"
+    );
 
     // the snapshot is done: the status lists the table complete
+    let url = c.workers[&new_owner].api();
     let run = capstan(&["pipeline", "status", &name, "--url", &url]);
     ok(&run);
     assert!(

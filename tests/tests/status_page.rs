@@ -3,7 +3,8 @@
 //! running 3-worker cluster the page renders the members and the leader, a pipeline halted on
 //! a wrong password shows its reason, a pipeline streaming rows into Kafka shows its
 //! throughput in its row and in the chart, and when the owner of another pipeline is killed
-//! the page (served by a surviving worker) shows the new owner within seconds. Every check leaves
+//! the page (served by a surviving worker) shows the new owner within seconds. A pipeline whose
+//! initial snapshot is being read shows a progress bar for its table. Every check leaves
 //! a screenshot in `$CARGO_TARGET_DIR/test-artifacts/status-page` (or `target/...`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -63,7 +64,8 @@ fn harness(url: &str, args: &[&str]) -> Command {
     cmd
 }
 
-fn check(url: &str, args: &[&str]) {
+/// Runs one check of the harness; its report line.
+fn check(url: &str, args: &[&str]) -> String {
     let Output {
         status,
         stdout,
@@ -78,6 +80,7 @@ fn check(url: &str, args: &[&str]) {
         "{args:?} failed ({status}):\n{out}\n{err}"
     );
     print!("{out}");
+    out.into_owned()
 }
 
 #[test]
@@ -303,5 +306,67 @@ fn the_page_asks_for_the_read_token() {
     assert!(
         !c.log(1).contains(READ_TOKEN),
         "the token reached the worker's log"
+    );
+}
+
+/// A pipeline whose initial snapshot is being read (3,000 rows at 400 rows/s) shows a progress
+/// bar for its table with the rows done of the estimate while the table is in progress.
+#[test]
+fn the_page_shows_a_snapshot_progressing() {
+    if harness_ready().is_none() {
+        return;
+    }
+    let (Some(db), Some(kafka)) = (capstan_tests::mysql(), capstan_tests::kafka()) else {
+        return;
+    };
+    const ROWS: u32 = 3000;
+    let live = LiveSchema::create(
+        db,
+        "page_snapshot",
+        "CREATE TABLE `{schema}`.orders (id INT PRIMARY KEY, note VARCHAR(32) NOT NULL)",
+    );
+    live.sql(&format!(
+        "SET SESSION cte_max_recursion_depth = {ROWS}; \
+         INSERT INTO `{{schema}}`.orders (id, note) \
+         WITH RECURSIVE seq (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {ROWS}) \
+         SELECT n, 'an order' FROM seq; \
+         ANALYZE TABLE `{{schema}}`.orders"
+    ));
+    let Some(c) = Cluster::start(3) else {
+        return;
+    };
+    let leader = c.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
+    let name = capstan_tests::unique_name("page-snapshot").replace('_', "-");
+    let mut definition = live.definition(
+        &name,
+        "mysql",
+        9800 + std::process::id() % 100,
+        "orders",
+        kafka.bootstrap_servers(),
+        &name,
+    );
+    definition["snapshot"] =
+        json!({"mode": "initial", "chunk_size": 100, "max_rows_per_second": 400});
+    let (s, b) = c
+        .send(leader, Method::POST, "/pipelines", Some(&definition))
+        .unwrap();
+    assert_eq!(s, 201, "{b}");
+    c.send(
+        leader,
+        Method::PUT,
+        &format!("/pipelines/{name}/resume"),
+        None,
+    )
+    .unwrap();
+    let url = c.workers[&leader].api();
+    let report = check(&url, &["snapshot-progress", &name, "30"]);
+    let table = format!("{}.orders", live.name);
+    assert!(
+        report.contains(&format!("{table} in_progress")),
+        "the page never showed the table being read: {report}"
+    );
+    assert!(
+        report.contains(" / ~") && report.contains(" rows"),
+        "rows done of the estimate: {report}"
     );
 }
