@@ -203,7 +203,8 @@ impl SourceError {
 
     pub(crate) fn io(e: &std::io::Error) -> Self {
         SourceError::Io {
-            kind: format!("{:?}", e.kind()).to_lowercase(),
+            // the kind's own words ("connection refused"), never the OS message
+            kind: e.kind().to_string(),
         }
     }
 }
@@ -244,6 +245,15 @@ mod tests {
             assert!(!msg.ends_with('.'));
         }
         assert_eq!(SourceError::Halt(Halt::Incident).code(), "incident");
+    }
+
+    #[test]
+    fn a_socket_failure_says_its_kind_in_words() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(
+            SourceError::io(&refused).to_string(),
+            "connection failed: connection refused"
+        );
     }
 
     #[test]
