@@ -122,7 +122,17 @@ impl WriteError {
     pub fn is_retriable(&self) -> bool {
         !matches!(self, WriteError::Raft(_) | WriteError::CommandTooLarge(_))
     }
+
+    /// True when the write reached no leader: none was known, or the node it was forwarded to
+    /// had just lost the leadership. openraft appended it nowhere, so sending it again cannot
+    /// apply it twice.
+    pub fn reached_no_leader(&self) -> bool {
+        matches!(self, WriteError::NoLeader | WriteError::NotLeader)
+    }
 }
+
+/// How often an operator's write that reached no leader is sent again.
+const LEADER_WAIT: Duration = Duration::from_millis(50);
 
 /// How long adding a member waits for its Raft port to answer.
 const PROBE_WAIT: Duration = Duration::from_secs(3);
@@ -302,6 +312,24 @@ impl Node {
             .await
             .map_err(|e| WriteError::LeaderUnreachable(e.without_url().to_string()))?;
         result
+    }
+
+    /// [`Node::write`] for an operator's request (the REST API): a write that reached no leader
+    /// ([`WriteError::reached_no_leader`]) is sent again every 50 ms for up to `2 × lease`, the
+    /// bound of a commit, so a request that lands in an election waits for the new leader
+    /// instead of answering 503. The workers' own writes (lease renewals, checkpoints) keep
+    /// failing fast: their loops retry on their own schedules.
+    pub async fn write_through_election(&self, command: Command) -> Result<Response, WriteError> {
+        let deadline = Instant::now() + self.config.lease * 2;
+        loop {
+            match self.write(command.clone()).await {
+                Err(e) if e.reached_no_leader() && Instant::now() + LEADER_WAIT < deadline => {
+                    debug!(code = e.code(), "write reached no leader; sending it again");
+                    tokio::time::sleep(LEADER_WAIT).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Applies `command` if this node is the leader; `NotLeader` otherwise.
@@ -757,6 +785,27 @@ async fn schedule_round(node: &Node, tracker: &mut LeaseTracker) {
         if let Err(e) = node.write_local(command).await {
             debug!(error = %e, "scheduler proposal failed");
             break;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WriteError;
+
+    #[test]
+    fn only_a_write_that_reached_no_leader_is_sent_again() {
+        assert!(WriteError::NoLeader.reached_no_leader());
+        assert!(WriteError::NotLeader.reached_no_leader());
+        // these may have reached the log, or never can
+        for e in [
+            WriteError::NoQuorum,
+            WriteError::LeaderUnreachable("reset".into()),
+            WriteError::Raft("x".into()),
+            WriteError::CommandTooLarge("x".into()),
+            WriteError::MemberCatchingUp("x".into()),
+        ] {
+            assert!(!e.reached_no_leader(), "{}", e.code());
         }
     }
 }

@@ -134,7 +134,10 @@ impl NodeControlPlane {
     }
 
     async fn write(&self, command: Command) -> Result<Response, ApiError> {
-        self.node.write(command).await.map_err(write_error)
+        self.node
+            .write_through_election(command)
+            .await
+            .map_err(write_error)
     }
 
     /// Forwards a membership request to the leader's API when this node is not the leader.
