@@ -127,9 +127,11 @@ impl NodeControlPlane {
 
     /// The stored definition of `name`, unredacted (it may hold the password).
     fn stored_spec(&self, name: &str) -> Result<serde_json::Value, ApiError> {
+        // the text is copied under the state's lock and parsed after it
         self.node
             .state
-            .read(|s| s.pipeline(name).map(|r| r.spec().to_json()))
+            .read(|s| s.pipeline(name).map(|r| r.spec().clone()))
+            .map(|spec| spec.to_json())
             .ok_or_else(|| unknown_pipeline(name))
     }
 
@@ -348,10 +350,10 @@ impl ControlPlane for NodeControlPlane {
     async fn pipeline(&self, name: &str) -> Result<PipelineView, ApiError> {
         self.node
             .state
-            .read(|s| s.pipeline(name).map(|r| redacted(&r.spec().to_json())))
-            .map(|config| PipelineView {
+            .read(|s| s.pipeline(name).map(|r| r.spec().clone()))
+            .map(|spec| PipelineView {
                 name: name.to_string(),
-                config,
+                config: redacted(&spec.to_json()),
             })
             .ok_or_else(|| unknown_pipeline(name))
     }
