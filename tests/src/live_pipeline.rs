@@ -47,6 +47,25 @@ impl LiveSchema {
         live
     }
 
+    /// A schema named after `prefix` with one table, `orders (id INT PRIMARY KEY, note
+    /// VARCHAR(32))`, holding `rows` rows (ids 1..=rows) and analysed, so its row estimate is
+    /// current: the table the snapshot progress tests read.
+    pub fn with_orders(db: DbEnv, prefix: &str, rows: u32) -> LiveSchema {
+        let live = LiveSchema::create(
+            db,
+            prefix,
+            "CREATE TABLE `{schema}`.orders (id INT PRIMARY KEY, note VARCHAR(32) NOT NULL)",
+        );
+        live.sql(&format!(
+            "SET SESSION cte_max_recursion_depth = {rows}; \
+             INSERT INTO `{{schema}}`.orders (id, note) \
+             WITH RECURSIVE seq (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {rows}) \
+             SELECT n, 'an order' FROM seq; \
+             ANALYZE TABLE `{{schema}}`.orders"
+        ));
+        live
+    }
+
     /// Runs `sql` on an admin connection, with every `{schema}` replaced by the schema's name.
     pub fn sql(&self, sql: &str) {
         let sql = sql.replace("{schema}", &self.name);
@@ -91,6 +110,18 @@ impl Cluster {
     /// POSTs `definition` via worker `via`, resumes it, and waits up to `timeout` until it
     /// streams: its owner and epoch.
     pub fn create_streaming(&self, via: u64, definition: &Value, timeout: Duration) -> (u64, u64) {
+        let name = self.create_running(via, definition);
+        self.wait_until(timeout, |c| {
+            c.pipeline_owner(via, &name)
+                .filter(|(_, _, s)| s == "streaming")
+                .map(|(o, e, _)| (o, e))
+        })
+        .unwrap_or_else(|| panic!("never streaming: {:?}", self.pipeline_status(via, &name)))
+    }
+
+    /// POSTs `definition` via worker `via` and resumes it, asserting both were accepted; its
+    /// name.
+    pub fn create_running(&self, via: u64, definition: &Value) -> String {
         let name = definition["name"].as_str().expect("a named definition");
         let (s, b) = self
             .send(via, Method::POST, "/pipelines", Some(definition))
@@ -100,11 +131,6 @@ impl Cluster {
             .send(via, Method::PUT, &format!("/pipelines/{name}/resume"), None)
             .expect("api reachable");
         assert!(s < 300, "resume: {s} {b}");
-        self.wait_until(timeout, |c| {
-            c.pipeline_owner(via, name)
-                .filter(|(_, _, s)| s == "streaming")
-                .map(|(o, e, _)| (o, e))
-        })
-        .unwrap_or_else(|| panic!("never streaming: {:?}", self.pipeline_status(via, name)))
+        name.to_string()
     }
 }

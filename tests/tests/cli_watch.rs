@@ -74,18 +74,7 @@ fn drawn_lines(screen: &str) -> Vec<String> {
 fn the_watch_draws_a_bar_per_snapshot_table() {
     let Some(db) = mysql() else { return };
     let Some(kafka) = kafka() else { return };
-    let live = LiveSchema::create(
-        db,
-        "cli_watch",
-        "CREATE TABLE `{schema}`.orders (id INT PRIMARY KEY, note VARCHAR(32) NOT NULL)",
-    );
-    live.sql(&format!(
-        "SET SESSION cte_max_recursion_depth = {ROWS}; \
-         INSERT INTO `{{schema}}`.orders (id, note) \
-         WITH RECURSIVE seq (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {ROWS}) \
-         SELECT n, 'an order' FROM seq; \
-         ANALYZE TABLE `{{schema}}`.orders"
-    ));
+    let live = LiveSchema::with_orders(db, "cli_watch", ROWS);
     let Some(mut c) = Cluster::start(3) else {
         return;
     };

@@ -319,19 +319,7 @@ fn the_page_shows_a_snapshot_progressing() {
     let (Some(db), Some(kafka)) = (capstan_tests::mysql(), capstan_tests::kafka()) else {
         return;
     };
-    const ROWS: u32 = 3000;
-    let live = LiveSchema::create(
-        db,
-        "page_snapshot",
-        "CREATE TABLE `{schema}`.orders (id INT PRIMARY KEY, note VARCHAR(32) NOT NULL)",
-    );
-    live.sql(&format!(
-        "SET SESSION cte_max_recursion_depth = {ROWS}; \
-         INSERT INTO `{{schema}}`.orders (id, note) \
-         WITH RECURSIVE seq (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {ROWS}) \
-         SELECT n, 'an order' FROM seq; \
-         ANALYZE TABLE `{{schema}}`.orders"
-    ));
+    let live = LiveSchema::with_orders(db, "page_snapshot", 3000);
     let Some(c) = Cluster::start(3) else {
         return;
     };
@@ -347,17 +335,7 @@ fn the_page_shows_a_snapshot_progressing() {
     );
     definition["snapshot"] =
         json!({"mode": "initial", "chunk_size": 100, "max_rows_per_second": 400});
-    let (s, b) = c
-        .send(leader, Method::POST, "/pipelines", Some(&definition))
-        .unwrap();
-    assert_eq!(s, 201, "{b}");
-    c.send(
-        leader,
-        Method::PUT,
-        &format!("/pipelines/{name}/resume"),
-        None,
-    )
-    .unwrap();
+    c.create_running(leader, &definition);
     let url = c.workers[&leader].api();
     let report = check(&url, &["snapshot-progress", &name, "30"]);
     let table = format!("{}.orders", live.name);
