@@ -23,6 +23,12 @@
 //!    ([`ClusterState::max_epoch`]), with no owner, so a zombie owner of the deleted pipeline
 //!    can never write into the new one.
 //!
+//! 4. An operator's move (`MovePipeline`) never forces the owner out: it marks the pipeline,
+//!    the owner stops its runner, and only once the runner has ended does the owner give the
+//!    pipeline up (`ReleasePipeline`, carrying its epoch). The next owner is assigned with a
+//!    greater epoch, as always. An owner that never releases keeps the pipeline, the move
+//!    pending, until its lease expires like any dead owner's.
+//!
 //! The epoch is necessary, not sufficient: an owner that cannot reach a quorum also stops on
 //! its own when its lease runs out (self-fencing, in the worker), and in exactly-once mode
 //! Kafka's transactional id fences a zombie producer. This module guarantees only that no
@@ -164,7 +170,43 @@ impl ClusterState {
                 }
                 record.epoch = epoch;
                 record.owner = Some(node);
+                // placed: a pending move is done (or, its target not live, overtaken)
+                record.move_to = None;
                 self.max_epoch = self.max_epoch.max(epoch);
+                Response::Applied
+            }
+            Command::MovePipeline { pipeline, to } => {
+                let Some(record) = self.pipelines.get_mut(&pipeline) else {
+                    return Response::UnknownPipeline;
+                };
+                if !self.lease_renewals.contains_key(&to) {
+                    return Response::UnknownNode { node: to };
+                }
+                record.move_to = (record.owner != Some(to)).then_some(to);
+                Response::Moving {
+                    owner: record.owner,
+                    move_to: record.move_to,
+                    epoch: record.epoch,
+                }
+            }
+            Command::ReleasePipeline {
+                pipeline,
+                node,
+                epoch,
+            } => {
+                let (record, owner) = match self.owned_record(&pipeline, epoch) {
+                    Ok(owned) => owned,
+                    Err(rejection) => return rejection,
+                };
+                if owner != node {
+                    return Response::StaleEpoch {
+                        current: record.epoch,
+                    };
+                }
+                if record.move_to.is_none() {
+                    return Response::NoMovePending;
+                }
+                record.owner = None;
                 Response::Applied
             }
             Command::RestartPipeline { name } => {
@@ -346,6 +388,9 @@ impl ClusterState {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod move_tests;
 
 #[cfg(test)]
 mod proptests;

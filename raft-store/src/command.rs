@@ -3,9 +3,11 @@
 //! Names are imperative (`AssignOwner`), as for every command in capstan. Two kinds exist:
 //!
 //! - **control commands** (`CreatePipeline`, `UpdatePipelineConfig`, `DeletePipeline`,
-//!   `SetDesiredState`, `AssignOwner`, `RestartPipeline`, `ResetOffsets`) come from the REST API or the scheduler;
-//! - **owner writes** (`CommitCheckpoint`, `CommitSnapshotProgress`, `ReportStatus`) come from
-//!   the runner that owns a pipeline and carry the owner's epoch, the fencing token. See
+//!   `SetDesiredState`, `AssignOwner`, `RestartPipeline`, `ResetOffsets`, `MovePipeline`) come
+//!   from the REST API or the scheduler;
+//! - **owner writes** (`CommitCheckpoint`, `CommitSnapshotProgress`, `ReportStatus`,
+//!   `ReleasePipeline`) come from the worker that owns a pipeline (its runner, or its
+//!   supervisor for a release) and carry the owner's epoch, the fencing token. See
 //!   [`cluster_state`](crate::cluster_state) for the fencing rules.
 //!
 //! Commands travel in Raft log entries that openraft may print at debug level, so every field
@@ -178,6 +180,34 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         incarnation: Option<String>,
     },
+    /// An operator's move: the pipeline's owner stops its runner and gives the pipeline up
+    /// (`ReleasePipeline`), then the scheduler assigns it to `to` with the next epoch. The old
+    /// owner never publishes after the new one starts, because the release comes only once
+    /// its runner has ended. `to` must be a worker that has renewed a lease (else
+    /// [`Response::UnknownNode`]); a move to the current owner cancels a pending move. Answers
+    /// [`Response::Moving`].
+    ///
+    /// [`Response::UnknownNode`]: crate::Response::UnknownNode
+    /// [`Response::Moving`]: crate::Response::Moving
+    MovePipeline {
+        /// Pipeline name.
+        pipeline: String,
+        /// The worker that should own it.
+        to: NodeId,
+    },
+    /// The owner gives up a pipeline that has a pending move, once its runner has ended: the
+    /// pipeline is left without an owner (the epoch stays, so every later write of this
+    /// owner is fenced as `Unowned`) until the scheduler assigns it. Applied only while
+    /// `node` owns the pipeline at `epoch` and a move is pending (else `StaleEpoch`,
+    /// `Unowned` or `NoMovePending`).
+    ReleasePipeline {
+        /// Pipeline name.
+        pipeline: String,
+        /// The releasing owner.
+        node: NodeId,
+        /// Its ownership epoch.
+        epoch: Epoch,
+    },
     /// A worker renews its liveness lease (see docs/adr/0004-worker-liveness.md). Committing
     /// it proves the worker reached a quorum; the leader watches the renewal counters.
     RenewLease {
@@ -210,7 +240,9 @@ impl Command {
             | Command::BeginSnapshot { pipeline, .. }
             | Command::CommitSnapshotProgress { pipeline, .. }
             | Command::ReportStatus { pipeline, .. }
-            | Command::ResetOffsets { pipeline, .. } => pipeline,
+            | Command::ResetOffsets { pipeline, .. }
+            | Command::MovePipeline { pipeline, .. }
+            | Command::ReleasePipeline { pipeline, .. } => pipeline,
             Command::RenewLease { .. } | Command::ReleaseLease { .. } => return None,
         })
     }
@@ -221,7 +253,8 @@ impl Command {
             Command::CommitCheckpoint { epoch, .. }
             | Command::BeginSnapshot { epoch, .. }
             | Command::CommitSnapshotProgress { epoch, .. }
-            | Command::ReportStatus { epoch, .. } => Some(*epoch),
+            | Command::ReportStatus { epoch, .. }
+            | Command::ReleasePipeline { epoch, .. } => Some(*epoch),
             _ => None,
         }
     }
@@ -240,6 +273,8 @@ impl Command {
             Command::CommitSnapshotProgress { .. } => "commit_snapshot_progress",
             Command::ReportStatus { .. } => "report_status",
             Command::ResetOffsets { .. } => "reset_offsets",
+            Command::MovePipeline { .. } => "move_pipeline",
+            Command::ReleasePipeline { .. } => "release_pipeline",
             Command::RenewLease { .. } => "renew_lease",
             Command::ReleaseLease { .. } => "release_lease",
         }

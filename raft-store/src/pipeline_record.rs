@@ -34,6 +34,11 @@ pub struct PipelineRecord {
     /// `ResetOffsets` clears it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) halt: Option<ReportedStatus>,
+    /// The worker an operator asked to move the pipeline to (`MovePipeline`): the owner stops
+    /// its runner and releases the pipeline, and the scheduler assigns it there. Cleared by
+    /// the `AssignOwner` that places the pipeline, or by a move to the current owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) move_to: Option<NodeId>,
 }
 
 impl PipelineRecord {
@@ -50,6 +55,7 @@ impl PipelineRecord {
             status: None,
             incarnation,
             halt: None,
+            move_to: None,
         }
     }
 
@@ -118,6 +124,13 @@ impl PipelineRecord {
     /// The last status the owner reported.
     pub fn status(&self) -> Option<&ReportedStatus> {
         self.status.as_ref()
+    }
+
+    /// The worker an operator's move is taking the pipeline to, while the move is pending:
+    /// the owner gives the pipeline up once its runner has ended, and the scheduler then
+    /// assigns it there (elsewhere if that worker is not live by then).
+    pub fn move_to(&self) -> Option<NodeId> {
+        self.move_to
     }
 
     /// The halt in force, if the pipeline halted (fail-closed) and nobody restarted or

@@ -22,8 +22,27 @@ pub enum Response {
         /// The pipeline's epoch after the command.
         epoch: Epoch,
     },
+    /// `MovePipeline` was applied: the pipeline's owner and epoch, and the worker it is moving
+    /// to (`None` when the move was to the current owner: nothing is pending).
+    Moving {
+        /// The current owner, `None` while unowned.
+        owner: Option<NodeId>,
+        /// The pending move's target.
+        move_to: Option<NodeId>,
+        /// The pipeline's epoch.
+        epoch: Epoch,
+    },
     /// No pipeline has that name.
     UnknownPipeline,
+    /// `MovePipeline` named a worker that never renewed a lease (not a worker of this
+    /// cluster, or one that has not started yet).
+    UnknownNode {
+        /// The node named.
+        node: NodeId,
+    },
+    /// `ReleasePipeline` for a pipeline with no pending move (it was cancelled meanwhile):
+    /// the owner keeps it.
+    NoMovePending,
     /// A pipeline of that name already exists.
     PipelineExists,
     /// An owner write carried an epoch other than the pipeline's current one: the writer has
@@ -57,7 +76,10 @@ pub enum Response {
 impl Response {
     /// True when the command changed (or confirmed) the state.
     pub fn is_applied(&self) -> bool {
-        matches!(self, Response::Applied | Response::Restarted { .. })
+        matches!(
+            self,
+            Response::Applied | Response::Restarted { .. } | Response::Moving { .. }
+        )
     }
 
     /// True when the writer is no longer the pipeline's owner and must stop publishing.
@@ -71,8 +93,10 @@ impl Response {
     /// A stable snake_case code for the REST API and pipeline status.
     pub fn code(&self) -> &'static str {
         match self {
-            Response::Applied | Response::Restarted { .. } => "applied",
+            Response::Applied | Response::Restarted { .. } | Response::Moving { .. } => "applied",
             Response::UnknownPipeline => "unknown_pipeline",
+            Response::UnknownNode { .. } => "member_not_live",
+            Response::NoMovePending => "no_move_pending",
             Response::PipelineExists => "pipeline_exists",
             Response::StaleEpoch { .. } => "stale_epoch",
             Response::Unowned => "pipeline_unowned",
@@ -96,7 +120,20 @@ impl std::fmt::Display for Response {
                 write!(f, "restarted on node {owner} at epoch {epoch}")
             }
             Response::Restarted { owner: None, .. } => f.write_str("no owner, nothing to restart"),
+            Response::Moving {
+                owner,
+                move_to: Some(to),
+                ..
+            } => match owner {
+                Some(owner) => write!(f, "moving from node {owner} to node {to}"),
+                None => write!(f, "unowned; node {to} takes it when it is placed"),
+            },
+            Response::Moving { move_to: None, .. } => f.write_str("no move pending"),
             Response::UnknownPipeline => f.write_str("unknown pipeline"),
+            Response::UnknownNode { node } => {
+                write!(f, "node {node} has never renewed a lease in this cluster")
+            }
+            Response::NoMovePending => f.write_str("no move is pending"),
             Response::PipelineExists => f.write_str("pipeline already exists"),
             Response::StaleEpoch { current } => {
                 write!(f, "stale epoch, the current epoch is {current}")

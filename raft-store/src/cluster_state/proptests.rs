@@ -105,6 +105,11 @@ fn command_about(names: &'static [&'static str]) -> impl Strategy<Value = Comman
         }),
         1 => name().prop_map(|pipeline| Command::ResetOffsets { pipeline, incarnation: None }),
         1 => name().prop_map(|name| Command::RestartPipeline { name }),
+        1 => (1u64..4).prop_map(|node| Command::RenewLease { node }),
+        2 => (name(), 1u64..4).prop_map(|(pipeline, to)| Command::MovePipeline { pipeline, to }),
+        2 => (name(), 1u64..4, epoch()).prop_map(|(pipeline, node, epoch)| {
+            Command::ReleasePipeline { pipeline, node, epoch }
+        }),
     ]
 }
 
