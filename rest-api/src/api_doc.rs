@@ -6,10 +6,14 @@ use utoipa::{Modify, OpenApi};
 
 use crate::api_error::ApiError;
 use crate::cluster_routes;
-use crate::cluster_views::{AddMember, ClusterView, Health, MemberView};
+use crate::cluster_views::{
+    AddMember, ClusterView, Health, MemberView, PlannedMove, RebalanceRequest, RebalanceView,
+    WorkerLoad,
+};
 use crate::pipeline_routes;
 use crate::pipeline_views::{
-    PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView, RestartView, TableOffset,
+    MoveRequest, MoveView, PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView,
+    RestartView, TableOffset,
 };
 use crate::status_page;
 
@@ -23,6 +27,7 @@ use crate::status_page;
         cluster_routes::cluster,
         cluster_routes::add_member,
         cluster_routes::remove_member,
+        cluster_routes::rebalance,
         cluster_routes::metrics,
         cluster_routes::openapi,
         pipeline_routes::list_pipelines,
@@ -39,12 +44,14 @@ use crate::status_page;
         pipeline_routes::resume,
         pipeline_routes::stop,
         pipeline_routes::restart,
+        pipeline_routes::move_pipeline,
         pipeline_routes::offsets,
         pipeline_routes::reset_offsets,
     ),
     components(schemas(
-        ApiError, AddMember, ClusterView, Health, MemberView, PipelineOffsets, PipelineStatus,
-        PipelineValidation, PipelineView, RestartView, TableOffset
+        ApiError, AddMember, ClusterView, Health, MemberView, MoveRequest, MoveView,
+        PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView, PlannedMove,
+        RebalanceRequest, RebalanceView, RestartView, TableOffset, WorkerLoad
     )),
     modifiers(&BearerScheme),
     tags(

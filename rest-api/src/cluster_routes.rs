@@ -12,7 +12,7 @@ use utoipa::OpenApi;
 use crate::api_doc::ApiDoc;
 use crate::api_error::ApiError;
 use crate::api_token::OPEN_PATHS;
-use crate::cluster_views::{AddMember, ClusterView, Health};
+use crate::cluster_views::{AddMember, ClusterView, Health, RebalanceRequest, RebalanceView};
 use crate::json_body;
 use crate::router::Plane;
 
@@ -81,6 +81,38 @@ pub(crate) async fn remove_member(
     })?;
     p.remove_member(id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Plans (and with `{"dry_run": false}` starts) the fewest pipeline moves that leave the live
+/// workers' loads within one of each other. Nothing moves by itself: this is the operator's
+/// lever after a worker joins or comes back.
+#[utoipa::path(post, path = "/cluster/rebalance", tag = "cluster",
+    request_body(content = RebalanceRequest, description = "optional; an empty body is a dry run"),
+    responses(
+        (status = 200, description = "the plan (dry run): nothing was started", body = RebalanceView),
+        (status = 202, description = "the planned moves were started", body = RebalanceView),
+        (status = 400, description = "malformed json or an invalid field", body = ApiError),
+        (status = 401, description = "missing or wrong bearer token", body = ApiError),
+        (status = 413, description = "the body is over 2 MiB", body = ApiError),
+        (status = 503, description = "no quorum", body = ApiError)),
+    security(("bearer" = [])))]
+pub(crate) async fn rebalance(
+    State(p): State<Plane>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<impl IntoResponse, ApiError> {
+    let bytes = json_body::read(body)?;
+    let request: RebalanceRequest = if bytes.iter().all(u8::is_ascii_whitespace) {
+        RebalanceRequest::default_dry_run()
+    } else {
+        json_body::parse(&bytes)?
+    };
+    let view: RebalanceView = p.rebalance(request.dry_run).await?;
+    let status = if view.dry_run {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    Ok((status, Json(view)))
 }
 
 /// Prometheus metrics (OpenMetrics text).

@@ -73,3 +73,59 @@ pub struct Health {
     /// True while the node has reached a quorum within its lease (it may own pipelines).
     pub lease_valid: bool,
 }
+
+/// A rebalance request (`POST /cluster/rebalance`); an empty body is a dry run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RebalanceRequest {
+    /// `true` (the default) only plans; `false` also starts the planned moves.
+    #[serde(default = "dry_run_default")]
+    #[schema(default = true)]
+    pub dry_run: bool,
+}
+
+fn dry_run_default() -> bool {
+    true
+}
+
+impl RebalanceRequest {
+    /// The request an empty body stands for.
+    pub fn default_dry_run() -> Self {
+        RebalanceRequest { dry_run: true }
+    }
+}
+
+/// A rebalance plan: the fewest moves that leave the live workers' loads within one of each
+/// other.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+pub struct RebalanceView {
+    /// True when nothing was started (a dry run).
+    pub dry_run: bool,
+    /// The moves, in the order they are (or would be) started.
+    pub moves: Vec<PlannedMove>,
+    /// Every live worker's load before and after the moves.
+    pub workers: Vec<WorkerLoad>,
+}
+
+/// One move of a rebalance.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+pub struct PlannedMove {
+    /// The pipeline.
+    pub pipeline: String,
+    /// Its owner.
+    pub from: u64,
+    /// The worker it moves to.
+    pub to: u64,
+}
+
+/// A live worker's load: the pipelines it owns that are `running` or `paused` (a pipeline
+/// being moved counts on the worker it is moving to).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+pub struct WorkerLoad {
+    /// Node id.
+    pub node: u64,
+    /// Its load now.
+    pub before: u64,
+    /// Its load once the moves are done.
+    pub after: u64,
+}

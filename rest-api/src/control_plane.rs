@@ -4,9 +4,9 @@
 //! value-free: no row values and no secrets cross this boundary in either direction.
 
 use crate::api_error::ApiError;
-use crate::cluster_views::{AddMember, ClusterView, Health};
+use crate::cluster_views::{AddMember, ClusterView, Health, RebalanceView};
 use crate::pipeline_views::{
-    PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView, RestartView,
+    MoveView, PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView, RestartView,
 };
 
 /// Everything the REST API needs from a worker.
@@ -49,6 +49,11 @@ pub trait ControlPlane: Send + Sync + 'static {
     async fn set_desired_state(&self, name: &str, state: &str) -> Result<(), ApiError>;
     /// Starts a new incarnation of the pipeline on its owner (clearing a failure).
     async fn restart_pipeline(&self, name: &str) -> Result<RestartView, ApiError>;
+    /// Moves a pipeline to worker `to` (a live member): its owner stops the runner and gives
+    /// it up, then `to` takes it with the next epoch. `to` = the owner cancels a pending move.
+    async fn move_pipeline(&self, name: &str, to: u64) -> Result<MoveView, ApiError>;
+    /// The moves that balance the pipelines over the live workers; started unless `dry_run`.
+    async fn rebalance(&self, dry_run: bool) -> Result<RebalanceView, ApiError>;
     /// The committed position and snapshot progress.
     async fn pipeline_offsets(&self, name: &str) -> Result<PipelineOffsets, ApiError>;
     /// Forgets the committed position and snapshot progress; only while stopped.

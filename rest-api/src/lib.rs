@@ -21,10 +21,14 @@ mod tests;
 pub use api_doc::ApiDoc;
 pub use api_error::ApiError;
 pub use api_token::{ApiAccess, ApiToken, ApiTokenError};
-pub use cluster_views::{AddMember, ClusterView, Health, MemberView};
+pub use cluster_views::{
+    AddMember, ClusterView, Health, MemberView, PlannedMove, RebalanceRequest, RebalanceView,
+    WorkerLoad,
+};
 pub use control_plane::ControlPlane;
 pub use json_body::redact as redact_serde_message;
 pub use pipeline_views::{
-    PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView, RestartView, TableOffset,
+    MoveRequest, MoveView, PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView,
+    RestartView, TableOffset,
 };
 pub use router::router;

@@ -11,7 +11,8 @@ use axum::Json;
 use crate::api_error::ApiError;
 use crate::json_body;
 use crate::pipeline_views::{
-    PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView, RestartView,
+    MoveRequest, MoveView, PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView,
+    RestartView,
 };
 use crate::router::Plane;
 
@@ -238,6 +239,38 @@ pub(crate) async fn restart(
 ) -> Result<impl IntoResponse, ApiError> {
     let view = p.restart_pipeline(&name).await?;
     Ok((StatusCode::ACCEPTED, Json(view)))
+}
+
+/// Moves the pipeline to another worker, cooperatively: its owner stops the runner and, once
+/// it has ended, gives the pipeline up; the scheduler then assigns it to `to` with the next
+/// epoch. Nothing is forced: while the owner has not released it, the move stays pending
+/// (`move_to` in the status). `to` = the current owner cancels a pending move.
+#[utoipa::path(post, path = "/pipelines/{name}/move", tag = "pipelines",
+    params(("name" = String, Path, description = "pipeline name")),
+    request_body = MoveRequest,
+    responses(
+        (status = 200, description = "nothing pending: the pipeline is already owned by `to` (a pending move is cancelled)", body = MoveView),
+        (status = 202, description = "the move is pending", body = MoveView),
+        (status = 400, description = "malformed json, or `to` is not a member", body = ApiError),
+        (status = 401, description = "missing or wrong bearer token", body = ApiError),
+        (status = 404, description = "no such pipeline", body = ApiError),
+        (status = 409, description = "`member_not_live`: `to` is a member whose lease is not live", body = ApiError),
+        (status = 413, description = "the body is over 2 MiB", body = ApiError),
+        (status = 503, description = "no quorum", body = ApiError)),
+    security(("bearer" = [])))]
+pub(crate) async fn move_pipeline(
+    State(p): State<Plane>,
+    Path(name): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<impl IntoResponse, ApiError> {
+    let request: MoveRequest = json_body::parse(&json_body::read(body)?)?;
+    let view = p.move_pipeline(&name, request.to).await?;
+    let status = if view.move_to.is_some() {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(view)))
 }
 
 /// The committed position and snapshot progress.

@@ -26,6 +26,10 @@ pub struct PipelineStatus {
     pub owner: Option<u64>,
     /// The ownership epoch (fencing token).
     pub epoch: u64,
+    /// The worker an operator's move is taking the pipeline to, while the move is pending
+    /// (`POST /pipelines/{name}/move`); `null` otherwise.
+    #[serde(default)]
+    pub move_to: Option<u64>,
     /// What the owner reports: `starting`, `snapshotting`, `streaming`, `paused`, `stopped`,
     /// `failed` (halted until restarted or reconfigured), `retrying` (a transient fault: it
     /// starts again by itself after a backoff); `unassigned` before any report.
@@ -70,6 +74,30 @@ pub struct RestartView {
     /// The owner that restarts it, if the pipeline is owned.
     pub owner: Option<u64>,
     /// The epoch after the restart (bumped when owned, unchanged otherwise).
+    pub epoch: u64,
+}
+
+/// A request to move a pipeline to another worker (`POST /pipelines/{name}/move`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveRequest {
+    /// The worker (node id) that should own the pipeline: a live member. The current owner's
+    /// id cancels a pending move.
+    #[schema(minimum = 1)]
+    pub to: u64,
+}
+
+/// The answer to a move: where the pipeline is and where it is going.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+pub struct MoveView {
+    /// Pipeline name.
+    pub name: String,
+    /// The current owner (it keeps the pipeline until its runner has ended), if any.
+    pub owner: Option<u64>,
+    /// The worker the pipeline is moving to; `null` when nothing is pending (the pipeline is
+    /// already there, or the move was cancelled).
+    pub move_to: Option<u64>,
+    /// The current epoch; the new owner runs it under a greater one.
     pub epoch: u64,
 }
 

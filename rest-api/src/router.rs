@@ -35,6 +35,7 @@ pub fn router(plane: Arc<dyn ControlPlane>, access: impl Into<ApiAccess>) -> Rou
             "/cluster/members/{id}",
             axum::routing::delete(c::remove_member),
         )
+        .route("/cluster/rebalance", post(c::rebalance))
         .route("/metrics", get(c::metrics))
         .route(
             "/openapi.json",
@@ -65,6 +66,7 @@ pub fn router(plane: Arc<dyn ControlPlane>, access: impl Into<ApiAccess>) -> Rou
         .route("/pipelines/{name}/resume", put(p::resume))
         .route("/pipelines/{name}/stop", put(p::stop))
         .route("/pipelines/{name}/restart", post(p::restart))
+        .route("/pipelines/{name}/move", post(p::move_pipeline))
         .route(
             "/pipelines/{name}/offsets",
             get(p::offsets).delete(p::reset_offsets),

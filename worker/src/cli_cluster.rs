@@ -29,6 +29,13 @@ pub enum ClusterCommand {
         /// The member's node id.
         id: u64,
     },
+    /// Print the fewest pipeline moves that even out the live workers' loads (within one);
+    /// with `--apply`, start them. Nothing moves without this.
+    Rebalance {
+        /// Start the planned moves (without it, a dry run).
+        #[arg(long)]
+        apply: bool,
+    },
 }
 
 /// Runs one cluster subcommand.
@@ -50,6 +57,14 @@ pub async fn run(args: &ApiArgs, command: ClusterCommand) -> Result<(), CliError
                 format!("added member {id} (raft {raft}, api {api}) as a voter"),
             )
         }
+        ClusterCommand::Rebalance { apply } => {
+            let body = json!({ "dry_run": !apply });
+            let v = client
+                .send(Method::POST, "/cluster/rebalance", Some(body))
+                .await?;
+            let lines = rebalance_lines(&v);
+            (v, lines)
+        }
         ClusterCommand::RemoveMember { id } => {
             let v = client
                 .send(Method::DELETE, &format!("/cluster/members/{id}"), None)
@@ -63,6 +78,40 @@ pub async fn run(args: &ApiArgs, command: ClusterCommand) -> Result<(), CliError
         println!("{summary}");
     }
     Ok(())
+}
+
+/// The plan: each move, then each worker's load before and after.
+fn rebalance_lines(v: &Value) -> String {
+    let num = |x: &Value| x.as_u64().map_or("-".to_string(), |n| n.to_string());
+    let moves = v["moves"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let dry_run = v["dry_run"].as_bool() != Some(false);
+    let mut lines = vec![match (moves.len(), dry_run) {
+        (0, _) => "balanced: no move needed".to_string(),
+        (n, true) => {
+            format!("{n} moves planned (dry run; `capstan cluster rebalance --apply` starts them)")
+        }
+        (n, false) => {
+            format!("{n} moves started (each pipeline's owner stops it, then hands it over)")
+        }
+    }];
+    for m in moves {
+        lines.push(format!(
+            "  {} node {} -> node {}",
+            m["pipeline"].as_str().unwrap_or("-"),
+            num(&m["from"]),
+            num(&m["to"])
+        ));
+    }
+    lines.push(format!("{:<6} {:>6} {:>6}", "NODE", "BEFORE", "AFTER"));
+    for w in v["workers"].as_array().into_iter().flatten() {
+        lines.push(format!(
+            "{:<6} {:>6} {:>6}",
+            num(&w["node"]),
+            num(&w["before"]),
+            num(&w["after"])
+        ));
+    }
+    lines.join("\n")
 }
 
 fn cluster_lines(v: &Value) -> String {
@@ -111,6 +160,26 @@ fn cluster_lines(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rebalance_plan_lists_moves_and_loads() {
+        let v = serde_json::json!({"dry_run": true,
+            "moves": [{"pipeline": "a", "from": 1, "to": 2}, {"pipeline": "b", "from": 1, "to": 3}],
+            "workers": [{"node": 1, "before": 3, "after": 1}, {"node": 2, "before": 0, "after": 1},
+                        {"node": 3, "before": 0, "after": 1}]});
+        assert_eq!(
+            rebalance_lines(&v),
+            "2 moves planned (dry run; `capstan cluster rebalance --apply` starts them)\n\
+             \x20 a node 1 -> node 2\n\
+             \x20 b node 1 -> node 3\n\
+             NODE   BEFORE  AFTER\n\
+             1           3      1\n\
+             2           0      1\n\
+             3           0      1"
+        );
+        let none = serde_json::json!({"dry_run": false, "moves": [], "workers": []});
+        assert!(rebalance_lines(&none).starts_with("balanced: no move needed"));
+    }
 
     #[test]
     fn members_are_tabulated() {

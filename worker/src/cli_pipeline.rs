@@ -90,6 +90,19 @@ pub enum PipelineCommand {
         #[command(flatten)]
         wait: WaitArgs,
     },
+    /// Move a pipeline to another worker: its owner stops the runner and gives it up, then
+    /// worker ID takes it with the next epoch (the current owner's id cancels a pending move).
+    Move {
+        /// Pipeline name.
+        name: String,
+        /// The worker (node id) that should own it; a live member.
+        #[arg(long, value_name = "ID")]
+        to: u64,
+        /// `--wait STATE` waits until worker ID owns the pipeline and it reports STATE (e.g.
+        /// `--wait streaming`).
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
     /// Show where streaming resumes and how far the snapshot got.
     Offsets {
         /// Pipeline name.
@@ -202,6 +215,14 @@ pub async fn run(args: &ApiArgs, command: PipelineCommand) -> Result<(), CliErro
                 None => format!("{name} has no owner; nothing runs to restart"),
             };
             Done::new(v, line).then_wait(&name, wait.goal(Freshness::Epoch(epoch)))
+        }
+        PipelineCommand::Move { name, to, wait } => {
+            let body = serde_json::json!({ "to": to });
+            let v = api
+                .send(Method::POST, &path(&name, "/move"), Some(body))
+                .await?;
+            let line = move_line(&name, to, &v);
+            Done::new(v, line).then_wait(&name, wait.goal(Freshness::Moved(to)))
         }
         PipelineCommand::Offsets { name } => {
             let v = api.get(&path(&name, "/offsets")).await?;
@@ -320,6 +341,17 @@ async fn state_change(
         .then_wait(name, wait.goal(Freshness::Desired(desired))))
 }
 
+/// What the answer to a move says: pending (from where), or nothing to do.
+fn move_line(name: &str, to: u64, v: &Value) -> String {
+    match (v["move_to"].as_u64(), v["owner"].as_u64()) {
+        (Some(_), Some(owner)) => format!(
+            "moving {name} from node {owner} to node {to}: node {owner} stops its runner, then node {to} takes it"
+        ),
+        (Some(_), None) => format!("{name} has no owner: node {to} takes it when it is placed"),
+        (None, _) => format!("{name} is owned by node {to}; no move pending"),
+    }
+}
+
 fn list_lines(v: &Value) -> String {
     let names: Vec<&str> = v
         .as_array()
@@ -375,6 +407,25 @@ mod tests {
         };
         let e = create_if_unknown(unreachable).unwrap_err();
         assert_eq!(e.code(), "api_unreachable");
+    }
+
+    #[test]
+    fn a_move_says_whether_it_is_pending() {
+        let pending = serde_json::json!({"name": "p", "owner": 1, "move_to": 3, "epoch": 4});
+        assert_eq!(
+            move_line("p", 3, &pending),
+            "moving p from node 1 to node 3: node 1 stops its runner, then node 3 takes it"
+        );
+        let unowned = serde_json::json!({"name": "p", "owner": null, "move_to": 3, "epoch": 4});
+        assert_eq!(
+            move_line("p", 3, &unowned),
+            "p has no owner: node 3 takes it when it is placed"
+        );
+        let done = serde_json::json!({"name": "p", "owner": 3, "move_to": null, "epoch": 4});
+        assert_eq!(
+            move_line("p", 3, &done),
+            "p is owned by node 3; no move pending"
+        );
     }
 
     #[test]

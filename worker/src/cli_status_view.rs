@@ -36,6 +36,11 @@ pub fn header_lines(v: &Value) -> Vec<String> {
         "owner:         {owner} (epoch {})",
         v["epoch"].as_u64().unwrap_or_default()
     ));
+    if let Some(to) = v["move_to"].as_u64() {
+        lines.push(format!(
+            "moving to:     node {to} (once the owner's runner has ended)"
+        ));
+    }
     lines.push(format!("position:      {}", text("position")));
     if let Some(lag) = v["lag_ms"].as_u64() {
         lines.push(format!("lag:           {lag} ms"));

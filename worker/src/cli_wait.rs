@@ -77,6 +77,8 @@ pub enum Freshness {
     Epoch(u64),
     /// The pipeline may not be known yet to the node asked (just created): a 404 is pending.
     Created,
+    /// The status shows this owner and no pending move (after a move).
+    Moved(u64),
 }
 
 /// What `--wait` waits for.
@@ -110,6 +112,9 @@ pub fn wait_outcome(status: &Value, goal: &WaitGoal) -> WaitOutcome {
         Freshness::Any | Freshness::Created => true,
         Freshness::Desired(desired) => status["desired_state"] == *desired,
         Freshness::Epoch(epoch) => status["epoch"].as_u64().is_some_and(|e| e >= *epoch),
+        Freshness::Moved(to) => {
+            status["owner"].as_u64() == Some(*to) && status["move_to"].is_null()
+        }
     };
     let state = status["state"].as_str().unwrap_or_default();
     if !fresh {
@@ -302,6 +307,21 @@ mod tests {
             wait_outcome(&status("running", "streaming", 5), &g),
             WaitOutcome::Reached
         );
+    }
+
+    #[test]
+    fn a_move_is_judged_once_the_new_owner_holds_it() {
+        let g = goal("streaming", Freshness::Moved(2));
+        // still on node 1, moving: its streaming is the old owner's
+        let mut s = status("running", "streaming", 4);
+        s["move_to"] = json!(2);
+        assert_eq!(wait_outcome(&s, &g), WaitOutcome::Pending);
+        s["owner"] = json!(2);
+        s["state"] = json!("assigned");
+        s["move_to"] = Value::Null;
+        assert_eq!(wait_outcome(&s, &g), WaitOutcome::Pending);
+        s["state"] = json!("streaming");
+        assert_eq!(wait_outcome(&s, &g), WaitOutcome::Reached);
     }
 
     #[test]

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use capstan_raft_store::{Command, DesiredState, NodeInfo, Response, SpecJson};
 use capstan_rest_api::{
-    AddMember, ApiError, ApiToken, ClusterView, ControlPlane, Health, MemberView, PipelineOffsets,
-    PipelineStatus, PipelineValidation, PipelineView, RestartView,
+    AddMember, ApiError, ApiToken, ClusterView, ControlPlane, Health, MemberView, MoveView,
+    PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView, RebalanceView, RestartView,
 };
 use openraft::ServerState;
 
@@ -75,6 +75,7 @@ impl NodeControlPlane {
                         desired_state: r.desired_state().as_str().to_string(),
                         owner: r.owner(),
                         epoch: r.epoch(),
+                        move_to: r.move_to(),
                         state: match (r.halt(), r.owner(), current) {
                             (Some(_), _, _) => "failed".into(),
                             (None, _, Some(st)) => st.state.as_str().to_string(),
@@ -448,6 +449,14 @@ impl ControlPlane for NodeControlPlane {
                 ))
             }
         }
+    }
+
+    async fn move_pipeline(&self, name: &str, to: u64) -> Result<MoveView, ApiError> {
+        crate::operator_moves::move_pipeline(&self.node, name, to).await
+    }
+
+    async fn rebalance(&self, dry_run: bool) -> Result<RebalanceView, ApiError> {
+        crate::operator_moves::rebalance(&self.node, dry_run).await
     }
 
     async fn pipeline_offsets(&self, name: &str) -> Result<PipelineOffsets, ApiError> {

@@ -8,7 +8,11 @@
 //! pipeline's next epoch, which fences every later write of the previous owner.
 //!
 //! New pipelines go to the live worker with the fewest owned pipelines (ties: lowest id). A
-//! worker that joins takes new and moved pipelines; running ones are not rebalanced onto it.
+//! worker that joins takes new and moved pipelines; running ones are not rebalanced onto it
+//! automatically — an operator moves them (`MovePipeline`, or a rebalance, see
+//! [`crate::rebalance`]). A pipeline an operator is moving goes to the worker it is moving to
+//! once its owner released it (or its owner's lease expired), if that worker is live; else to
+//! the least loaded like any other.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,7 +42,10 @@ pub fn plan(state: &ClusterState, live: &BTreeSet<NodeId>) -> Vec<Command> {
         if record.owner().is_some_and(|o| live.contains(&o)) {
             continue;
         }
-        let Some((&node, _)) = load.iter().min_by_key(|(&n, &l)| (l, n)) else {
+        let target = record.move_to().filter(|to| live.contains(to));
+        let Some(node) =
+            target.or_else(|| load.iter().min_by_key(|(&n, &l)| (l, n)).map(|(&n, _)| n))
+        else {
             break;
         };
         let Some(epoch) = state.next_epoch(name) else {
@@ -133,6 +140,55 @@ mod tests {
             s.apply(c);
         }
         assert!(plan(&s, &live(&[1, 3])).is_empty());
+    }
+
+    #[test]
+    fn a_released_pipeline_goes_where_it_was_moved_while_that_worker_is_live() {
+        let mut s = state_with(&[
+            ("a", DesiredState::Running, Some(1)),
+            ("b", DesiredState::Running, Some(1)),
+            ("c", DesiredState::Running, Some(2)),
+        ]);
+        s.apply(Command::RenewLease { node: 3 });
+        s.apply(Command::MovePipeline {
+            pipeline: "a".into(),
+            to: 3,
+        });
+        // still owned: nothing to place before the owner releases
+        assert!(plan(&s, &live(&[1, 2, 3])).is_empty());
+        let epoch = s.pipeline("a").unwrap().epoch();
+        let released = s.apply(Command::ReleasePipeline {
+            pipeline: "a".into(),
+            node: 1,
+            epoch,
+        });
+        assert_eq!(released, Response::Applied);
+        // node 2 is the least loaded, but the move names node 3
+        assert_eq!(
+            plan(&s, &live(&[1, 2, 3])),
+            vec![Command::AssignOwner {
+                pipeline: "a".into(),
+                node: 3,
+                epoch: epoch + 1
+            }]
+        );
+        // node 3 not live: the least loaded takes it (1 and 2 own one each: the lowest id)
+        assert_eq!(assigned(&plan(&s, &live(&[1, 2]))), vec![("a".into(), 1)]);
+    }
+
+    #[test]
+    fn an_owner_that_dies_during_a_move_hands_over_to_the_target() {
+        let mut s = state_with(&[
+            ("a", DesiredState::Paused, Some(1)),
+            ("b", DesiredState::Running, Some(3)),
+        ]);
+        s.apply(Command::RenewLease { node: 3 });
+        s.apply(Command::MovePipeline {
+            pipeline: "a".into(),
+            to: 3,
+        });
+        // node 1's lease expired before it released: node 3 (load 1) over node 2 (load 0)
+        assert_eq!(assigned(&plan(&s, &live(&[2, 3]))), vec![("a".into(), 3)]);
     }
 
     #[test]

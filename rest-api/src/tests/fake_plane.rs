@@ -7,9 +7,14 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use crate::{
-    AddMember, ApiError, ClusterView, ControlPlane, Health, PipelineOffsets, PipelineStatus,
-    PipelineValidation, PipelineView, RestartView,
+    AddMember, ApiError, ClusterView, ControlPlane, Health, MoveView, PipelineOffsets,
+    PipelineStatus, PipelineValidation, PipelineView, PlannedMove, RebalanceView, RestartView,
+    WorkerLoad,
 };
+
+/// The fake's live members; member 4 exists but its lease expired.
+const LIVE: [u64; 3] = [1, 2, 3];
+const EXPIRED: u64 = 4;
 
 #[derive(Debug, Clone)]
 struct Record {
@@ -18,6 +23,7 @@ struct Record {
     owner: Option<u64>,
     epoch: u64,
     position: Option<String>,
+    move_to: Option<u64>,
 }
 
 /// The fake: pipelines in a map; `quorum` false makes every write a 503.
@@ -137,6 +143,7 @@ impl ControlPlane for FakePlane {
             owner: None,
             epoch: 0,
             position: Some("uuid:1-5".into()),
+            move_to: None,
         };
         map.insert(name.clone(), record);
         Ok(PipelineView {
@@ -178,6 +185,7 @@ impl ControlPlane for FakePlane {
             desired_state: r.desired.clone(),
             owner: r.owner,
             epoch: r.epoch,
+            move_to: r.move_to,
             state: "unassigned".into(),
             reason: None,
             detail: None,
@@ -209,6 +217,71 @@ impl ControlPlane for FakePlane {
                 owner: r.owner,
                 epoch: r.epoch,
             })
+        })
+    }
+
+    async fn move_pipeline(&self, name: &str, to: u64) -> Result<MoveView, ApiError> {
+        self.read(name, |_| ())?;
+        if to == EXPIRED {
+            return Err(ApiError::conflict(
+                "member_not_live",
+                format!("member {to} is not live"),
+            ));
+        }
+        if !LIVE.contains(&to) {
+            return Err(ApiError::invalid_field(
+                "invalid_request",
+                "to",
+                format!("no member with id {to}"),
+            ));
+        }
+        self.write(name, |r| {
+            r.move_to = (r.owner != Some(to)).then_some(to);
+            Ok(MoveView {
+                name: name.into(),
+                owner: r.owner,
+                move_to: r.move_to,
+                epoch: r.epoch,
+            })
+        })
+    }
+
+    async fn rebalance(&self, dry_run: bool) -> Result<RebalanceView, ApiError> {
+        if !dry_run && self.no_quorum.load(Ordering::SeqCst) {
+            return Err(ApiError::unavailable(
+                "no_leader",
+                "no raft leader is known",
+            ));
+        }
+        // every owned pipeline on node 1, the first one moving to node 2
+        let map = self.pipelines.lock().unwrap();
+        let owned = map.values().filter(|r| r.owner.is_some()).count() as u64;
+        let moves: Vec<PlannedMove> = map
+            .iter()
+            .filter(|(_, r)| r.owner.is_some())
+            .take(usize::from(owned > 1))
+            .map(|(name, _)| PlannedMove {
+                pipeline: name.clone(),
+                from: 1,
+                to: 2,
+            })
+            .collect();
+        let moved = moves.len() as u64;
+        Ok(RebalanceView {
+            dry_run,
+            moves,
+            workers: vec![
+                WorkerLoad {
+                    node: 1,
+                    before: owned,
+                    after: owned - moved,
+                },
+                WorkerLoad {
+                    node: 2,
+                    before: 0,
+                    after: moved,
+                },
+            ],
         })
     }
 

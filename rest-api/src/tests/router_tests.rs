@@ -194,10 +194,100 @@ async fn restart_and_offsets() {
 }
 
 #[tokio::test]
+async fn a_move_is_pending_until_done_and_refused_for_unknown_pipelines_and_members() {
+    let api = Api::open();
+    api.send(Method::POST, "/pipelines", Some(&definition("a")))
+        .await;
+    api.send(Method::PUT, "/pipelines/a/resume", None).await;
+    let r = api
+        .send(Method::POST, "/pipelines/a/move", Some(r#"{"to": 2}"#))
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    assert_eq!(
+        r.json(),
+        json!({"name": "a", "owner": 1, "move_to": 2, "epoch": 1})
+    );
+    assert_eq!(api.get("/pipelines/a/status").await.json()["move_to"], 2);
+    // to the owner: cancelled, nothing pending
+    let r = api
+        .send(Method::POST, "/pipelines/a/move", Some(r#"{"to": 1}"#))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.json()["move_to"], Value::Null);
+    assert_eq!(
+        api.get("/pipelines/a/status").await.json()["move_to"],
+        Value::Null
+    );
+    let r = api
+        .send(Method::POST, "/pipelines/nope/move", Some(r#"{"to": 2}"#))
+        .await;
+    assert_error(&r, StatusCode::NOT_FOUND, "unknown_pipeline");
+    let r = api
+        .send(Method::POST, "/pipelines/a/move", Some(r#"{"to": 9}"#))
+        .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request");
+    assert_eq!(r.json()["field"], "to");
+    let r = api
+        .send(Method::POST, "/pipelines/a/move", Some(r#"{"to": 4}"#))
+        .await;
+    assert_error(&r, StatusCode::CONFLICT, "member_not_live");
+    for body in [r#"{"to": "2"}"#, r#"{}"#, r#"{"to": 2, "x": 1}"#, ""] {
+        let r = api
+            .send(Method::POST, "/pipelines/a/move", Some(body))
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{body}: {}", r.text);
+    }
+}
+
+#[tokio::test]
+async fn a_rebalance_is_a_dry_run_unless_asked() {
+    let api = Api::open();
+    for name in ["a", "b"] {
+        api.send(Method::POST, "/pipelines", Some(&definition(name)))
+            .await;
+        api.send(Method::PUT, &format!("/pipelines/{name}/resume"), None)
+            .await;
+    }
+    let plan = json!({
+        "moves": [{"pipeline": "a", "from": 1, "to": 2}],
+        "workers": [{"node": 1, "before": 2, "after": 1}, {"node": 2, "before": 0, "after": 1}]
+    });
+    for body in [None, Some(""), Some("{}"), Some(r#"{"dry_run": true}"#)] {
+        let r = api.send(Method::POST, "/cluster/rebalance", body).await;
+        assert_eq!(r.status, StatusCode::OK, "{body:?}: {}", r.text);
+        assert_eq!(r.json()["dry_run"], true);
+        assert_eq!(r.json()["moves"], plan["moves"]);
+        assert_eq!(r.json()["workers"], plan["workers"]);
+    }
+    let r = api
+        .send(
+            Method::POST,
+            "/cluster/rebalance",
+            Some(r#"{"dry_run": false}"#),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    assert_eq!(r.json()["dry_run"], false);
+    let r = api
+        .send(Method::POST, "/cluster/rebalance", Some(r#"{"apply": 1}"#))
+        .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request");
+    api.plane.no_quorum.store(true, Ordering::SeqCst);
+    let r = api
+        .send(
+            Method::POST,
+            "/cluster/rebalance",
+            Some(r#"{"dry_run": false}"#),
+        )
+        .await;
+    assert_error(&r, StatusCode::SERVICE_UNAVAILABLE, "no_leader");
+}
+
+#[tokio::test]
 async fn a_token_guards_every_mutation_and_leaves_reads_open() {
     let api = Api::guarded();
     let body = definition("a");
-    let writes: [(Method, &str, Option<&str>); 11] = [
+    let writes: [(Method, &str, Option<&str>); 13] = [
         (Method::POST, "/pipelines", Some(&body)),
         (Method::PUT, "/pipelines/a/config", Some(&body)),
         (Method::PUT, "/pipelines/a/pause", None),
@@ -208,6 +298,8 @@ async fn a_token_guards_every_mutation_and_leaves_reads_open() {
         (Method::DELETE, "/pipelines/a", None),
         (Method::POST, "/cluster/members", Some("{}")),
         (Method::DELETE, "/cluster/members/2", None),
+        (Method::POST, "/pipelines/a/move", Some(r#"{"to": 2}"#)),
+        (Method::POST, "/cluster/rebalance", None),
         (Method::POST, "/nowhere", None),
     ];
     for (method, path, body) in &writes {
@@ -329,8 +421,10 @@ async fn metrics_and_openapi() {
         "/pipelines/{name}/stop",
         "/pipelines/{name}/restart",
         "/pipelines/{name}/offsets",
+        "/pipelines/{name}/move",
         "/cluster",
         "/cluster/members",
+        "/cluster/rebalance",
         "/cluster/members/{id}",
         "/health",
         "/metrics",

@@ -8,6 +8,10 @@
 //! a worker restart, until a restart or a config change (or an offsets reset) clears it. A runner that ended
 //! on a transient fault ([`RunnerExit::Retry`]) is started again from the checkpoint after a
 //! capped exponential backoff ([`RetrySchedule`]); meanwhile its status says `retrying`.
+//!
+//! A pipeline an operator is moving (`PipelineRecord::move_to`) is not wanted here: its
+//! runner is stopped, and once it has really ended the pipeline is released
+//! ([`move_release::releases`]) for the scheduler to assign to its new owner.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,6 +22,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
+use super::move_release;
 use super::pipeline_runner::PipelineRunner;
 use super::pipeline_spec::PipelineSpec;
 use super::retry_schedule::RetrySchedule;
@@ -57,7 +62,8 @@ pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Rece
         let mut wanted: HashMap<String, Incarnation> = HashMap::new();
         let mut idle: Vec<(String, Epoch, RunnerState)> = Vec::new();
         for (name, record) in state.pipelines() {
-            if record.owner() != Some(node.id) || !lease {
+            // a pipeline being moved away runs nothing here any more, and is released below
+            if record.owner() != Some(node.id) || !lease || record.move_to().is_some() {
                 continue;
             }
             let key = (record.epoch(), record.generation());
@@ -132,6 +138,25 @@ pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Rece
             }
         }
         stopping = still;
+
+        // give up what is being moved away once nothing of it runs here
+        if lease {
+            let busy =
+                |name: &str| runners.contains_key(name) || stopping.iter().any(|(n, _)| n == name);
+            for command in move_release::releases(&state, node.id, busy) {
+                let Command::ReleasePipeline {
+                    pipeline, epoch, ..
+                } = &command
+                else {
+                    continue;
+                };
+                let to = state.pipeline(pipeline).and_then(|r| r.move_to());
+                info!(pipeline = %pipeline, epoch = *epoch, to = ?to, "releasing pipeline for a move");
+                if let Err(e) = node.write(command.clone()).await {
+                    warn!(pipeline = %pipeline, error = %e, "release not committed; retried");
+                }
+            }
+        }
 
         // start what is wanted and not running (unless that incarnation halted, or backs off
         // after a transient fault)
