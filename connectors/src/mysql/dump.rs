@@ -23,7 +23,7 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use capstan_core::position::{Flavor, GtidSet, MariadbGtidPosition, Position};
+use capstan_core::position::{Flavor, GtidSet, MariadbGtidPosition, Position, ResumePoint};
 use mysql_common::packets::{ComBinlogDump, ComBinlogDumpGtid, ComRegisterSlave, GnoInterval, Sid};
 
 use super::replica_conn::{ReplicaConn, ServerErr, ServerOrIo};
@@ -49,6 +49,15 @@ pub enum StartPosition {
     },
     /// The server's executed position, read once before the first dump ("from now").
     Current,
+}
+
+impl From<ResumePoint> for StartPosition {
+    /// A start from a persisted [`ResumePoint`] (the usual way: its rule already holds, and
+    /// the dump still checks the pair against the server).
+    fn from(point: ResumePoint) -> Self {
+        let (checkpoint, processed) = point.into_parts();
+        StartPosition::resume(checkpoint, processed)
+    }
 }
 
 impl StartPosition {

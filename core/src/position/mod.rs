@@ -7,6 +7,7 @@ mod mariadb_gtid;
 mod parse_error;
 #[allow(clippy::module_inception)]
 mod position;
+mod resume_point;
 mod sid;
 
 pub use gtid_set::{Gtid, GtidSet, MAX_GNO};
@@ -14,6 +15,7 @@ pub use interval_list::Interval;
 pub use mariadb_gtid::{Advance, MariadbGtid, MariadbGtidPosition};
 pub use parse_error::{ParseError, ParseErrorKind};
 pub use position::{Flavor, FlavorMismatch, Position};
+pub use resume_point::{InvalidResumePoint, ResumePoint};
 pub use sid::{Sid, Tag, Uuid};
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use capstan_core::position::Position;
+use capstan_core::position::{InvalidResumePoint, Position, ResumePoint};
 use serde::{Deserialize, Serialize};
 
 /// One table's snapshot progress.
@@ -57,6 +57,22 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
+    /// The checkpoint at `point`, with `snapshot` progress.
+    pub fn at(point: ResumePoint, snapshot: SnapshotProgress) -> Self {
+        let (position, processed) = point.into_parts();
+        Checkpoint {
+            position,
+            processed,
+            snapshot,
+        }
+    }
+
+    /// Its position and processed position as one point; a record whose processed position
+    /// does not cover its position is refused (written by no capstan).
+    pub fn resume_point(&self) -> Result<ResumePoint, InvalidResumePoint> {
+        ResumePoint::new(self.position.clone(), self.processed.clone())
+    }
+
     /// Everything published: `processed`, else `position`.
     pub fn processed(&self) -> &Position {
         self.processed.as_ref().unwrap_or(&self.position)

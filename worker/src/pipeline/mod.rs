@@ -1,6 +1,7 @@
 //! Pipelines on a worker: their definitions, the runner that streams one on its owner, and
 //! the supervisor that starts and stops runners as ownership and desired state change.
 
+mod delivery_ledger;
 mod move_release;
 mod pipeline_runner;
 mod pipeline_spec;

@@ -4,8 +4,10 @@
 //! # Order of effects, and what a crash costs
 //!
 //! A transaction's records are published and *acknowledged* by Kafka before the position that
-//! covers it may be committed to Raft; commits are batched (every [`CHECKPOINT_EVERY_TX`]
-//! transactions or [`CHECKPOINT_EVERY`], whichever first). A crash between the two re-publishes
+//! covers it may be committed to Raft; commits are batched (every
+//! [`CHECKPOINT_EVERY_TX`](super::delivery_ledger::CHECKPOINT_EVERY_TX) transactions or
+//! [`CHECKPOINT_EVERY`], whichever first). Those decisions are the [`DeliveryLedger`]'s
+//! (pure); this loop executes its actions. A crash between the two re-publishes
 //! at most the un-checkpointed tail on the next owner — at-least-once, each duplicate carrying
 //! the same `capstan.position`/`capstan.record` headers. Nothing is ever skipped: the position
 //! only covers what was acknowledged (or deliberately filtered).
@@ -37,7 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use capstan_connectors::mysql::{AssemblerConfig, AssemblerOutput, BinlogSource, SourceError};
-use capstan_core::position::Position;
+use capstan_core::position::{Position, ResumePoint};
 use capstan_kafka::config::DeliveryMode;
 use capstan_kafka::publisher::Fence;
 use capstan_kafka::record::RecordBuilder;
@@ -46,10 +48,12 @@ use capstan_raft_store::{Command, Epoch, Response, RunnerState};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::{info, warn};
 
+use super::delivery_ledger::{DeliveryLedger, LedgerAction, CHECKPOINT_EVERY};
 use super::pipeline_spec::CheckedPipelineSpec;
 use super::record_encoder::RecordEncoder;
-use super::runner_deliver::{Batch, Delivered, Payload};
+use super::runner_deliver::{Batch, Payload};
 use super::runner_exit::RunnerExit;
+use super::runner_sink::RunnerSink;
 use super::snapshot_driver::SnapshotDriver;
 use super::source_link_gauge::SourceLinkGauge;
 use super::spec_secrets::{resolve_secrets, HostSecrets};
@@ -57,10 +61,6 @@ use crate::fault_point::FaultPoint;
 use crate::metrics::Metrics;
 use crate::node::Node;
 
-/// Commit the checkpoint after this many transactions…
-pub const CHECKPOINT_EVERY_TX: u64 = 1_000;
-/// …or after this long, whichever comes first.
-pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// Bound on each blocking exactly-once call (init, commit, abort, offsets read).
 pub(super) const EXACTLY_ONCE_OP_TIMEOUT: Duration = Duration::from_secs(30);
 /// At most this many source transactions are published as one batch…
@@ -270,13 +270,8 @@ impl PipelineRunner {
         // XA prepare is pending (ADR-0008). Both are committed, as one pair.
         let mut processed: Position = source.position().clone();
         let mut delivered: Position = source.processed().clone();
-        let mut committed = (processed.clone(), delivered.clone());
-        // what Kafka holds durably: a batch that ends inside a sliced transaction moves it not
-        let mut durable = committed.clone();
-        // the batch in flight (at-least-once, no snapshot): enqueued, acknowledged when the
-        // next batch is enqueued behind it or when the stream has nothing more waiting; its
-        // positions and the commit time of its newest transaction
-        let mut in_flight: Option<((Position, Position), Option<u64>)> = None;
+        // what Kafka holds, what Raft holds, and when the checkpoint moves
+        let mut ledger = DeliveryLedger::new(resume_point(&processed, &delivered)?, Instant::now());
         // bounded by bytes: each output holds permits for its size (capped at the whole
         // budget) until delivered
         let budget = Arc::new(Semaphore::new(SOURCE_BUFFER_BYTES));
@@ -304,8 +299,6 @@ impl PipelineRunner {
                 }
             }
         }));
-        let mut since_commit = 0u64;
-        let mut last_commit = Instant::now();
         let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
         loop {
             // a snapshot chunk, when one is due: read while the stream waits in the channel,
@@ -327,15 +320,9 @@ impl PipelineRunner {
                             items: Vec::new(),
                             ready,
                         };
-                        self.deliver(
-                            &mut encoder,
-                            &mut sink,
-                            batch,
-                            &processed,
-                            &delivered,
-                            Some(driver),
-                        )
-                        .await?;
+                        let point = resume_point(&processed, &delivered)?;
+                        self.deliver(&mut encoder, &mut sink, batch, &point, Some(driver))
+                            .await?;
                     }
                 }
             }
@@ -383,53 +370,23 @@ impl PipelineRunner {
                             next = rx.try_recv().ok();
                         }
                     }
-                    since_commit += items.len() as u64;
+                    let transactions = items.len() as u64;
                     let batch = Batch { items, ready: None };
+                    let point = resume_point(&processed, &delivered)?;
                     let outcome = self
-                        .deliver(
-                            &mut encoder,
-                            &mut sink,
-                            batch,
-                            &processed,
-                            &delivered,
-                            snapshot.as_mut(),
-                        )
+                        .deliver(&mut encoder, &mut sink, batch, &point, snapshot.as_mut())
                         .await?;
                     drop(permits);
-                    let pair = (processed.clone(), delivered.clone());
-                    match outcome {
-                        Delivered::Durable => {
-                            durable = pair;
-                            in_flight = None;
-                        }
-                        // the parts before it, and the batch in flight, are acknowledged
-                        Delivered::InsideTransaction => {
-                            if let Some((before, _)) = in_flight.take() {
-                                durable = before;
-                            }
-                        }
-                        Delivered::InFlight { committed_at_micros } => {
-                            if let Some((before, at)) =
-                                in_flight.replace((pair, committed_at_micros))
-                            {
-                                durable = before;
-                                self.record_lag(at);
-                            }
-                        }
-                    }
+                    let actions = ledger.delivered(point, transactions, outcome);
+                    self.execute(&mut ledger, &mut sink, actions).await?;
                 }
                 _ = tick.tick() => {}
                 _ = tokio::time::sleep(wait) => {}
             }
             // nothing waits behind the batch in flight: acknowledge it now rather than with
-            // a batch that may be long in coming
-            if in_flight.is_some() && rx.is_empty() {
-                sink.settle().await.map_err(|e| RunnerExit::from_sink(&e))?;
-                if let Some((pair, at)) = in_flight.take() {
-                    durable = pair;
-                    self.record_lag(at);
-                }
-            }
+            // a batch that may be long in coming; else commit the checkpoint when due
+            let actions = ledger.idle(!rx.is_empty(), Instant::now());
+            self.execute(&mut ledger, &mut sink, actions).await?;
             if snapshot.as_ref().is_some_and(SnapshotDriver::is_complete) {
                 if let Some(done) = snapshot.take() {
                     let (p50, p99) = done.lock_hold_percentiles().unwrap_or_default();
@@ -444,22 +401,33 @@ impl PipelineRunner {
                 }
                 self.report(RunnerState::Streaming).await?;
             }
-            let due = since_commit >= CHECKPOINT_EVERY_TX
-                || (since_commit > 0 && last_commit.elapsed() >= CHECKPOINT_EVERY);
-            if due && durable != committed {
-                let (position, handed_out) = durable.clone();
-                self.owner_write(Command::CommitCheckpoint {
-                    pipeline: self.name.clone(),
-                    epoch: self.epoch,
-                    processed: (handed_out != position).then(|| handed_out.clone()),
-                    position,
-                })
-                .await?;
-                committed = durable.clone();
-                since_commit = 0;
-                last_commit = Instant::now();
+        }
+    }
+
+    /// Executes the ledger's actions in order, and those they lead to.
+    async fn execute(
+        &self,
+        ledger: &mut DeliveryLedger,
+        sink: &mut RunnerSink,
+        actions: Vec<LedgerAction>,
+    ) -> Step<()> {
+        let mut queue = std::collections::VecDeque::from(actions);
+        while let Some(action) = queue.pop_front() {
+            match action {
+                LedgerAction::Settle => {
+                    sink.settle().await.map_err(|e| RunnerExit::from_sink(&e))?;
+                    queue.extend(ledger.settled(Instant::now()));
+                }
+                LedgerAction::RecordLag {
+                    committed_at_micros,
+                } => self.record_lag(Some(committed_at_micros)),
+                LedgerAction::CommitCheckpoint(point) => {
+                    self.commit_checkpoint(&point).await?;
+                    ledger.committed_at(point, Instant::now());
+                }
             }
         }
+        Ok(())
     }
 
     /// This node holds its lease (in the runner's term) and still owns the pipeline at this
@@ -496,6 +464,17 @@ impl PipelineRunner {
                 code: "lease_expired".into(),
             })
         }
+    }
+
+    /// Commits `point` as the pipeline's checkpoint (owner write).
+    pub(super) async fn commit_checkpoint(&self, point: &ResumePoint) -> Step<()> {
+        self.owner_write(Command::CommitCheckpoint {
+            pipeline: self.name.clone(),
+            epoch: self.epoch,
+            position: point.checkpoint().clone(),
+            processed: point.processed_beyond().cloned(),
+        })
+        .await
     }
 
     async fn report(&self, state: RunnerState) -> Step<()> {
@@ -545,6 +524,13 @@ enum ItemError {
     Source(SourceError),
     /// An output could not be encoded (a record too large, a value that cannot be JSON).
     Record(SinkError),
+}
+
+/// The source's checkpoint and processed position as one point; a pair that breaks the rule
+/// (a source bug) halts rather than reaching Raft.
+fn resume_point(checkpoint: &Position, processed: &Position) -> Result<ResumePoint, RunnerExit> {
+    ResumePoint::new(checkpoint.clone(), Some(processed.clone()))
+        .map_err(|e| RunnerExit::failed(e.code()))
 }
 
 /// Encodes an output on the source task.

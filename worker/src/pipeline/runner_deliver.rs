@@ -3,13 +3,14 @@
 //! and acknowledged, with the chunk's Raft progress written around the publish.
 
 use capstan_connectors::mysql::AssemblerOutput;
-use capstan_core::position::Position;
+use capstan_core::position::{Position, ResumePoint};
 use capstan_core::snapshot::ReadyChunk;
 use capstan_kafka::record::{
     BinlogCoordinates, KafkaRecord, RecordBuilder, RecordContext, SnapshotChunk,
 };
 use capstan_raft_store::Command;
 
+use super::delivery_ledger::Delivered;
 use super::pipeline_runner::{now_ms, PipelineRunner};
 use super::record_encoder::{Encoded, RecordEncoder};
 use super::runner_exit::RunnerExit;
@@ -43,35 +44,18 @@ pub(super) enum Payload {
     },
 }
 
-/// How a delivered batch ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Delivered {
-    /// Published and acknowledged (exactly-once: committed) up to the batch's position.
-    Durable,
-    /// Inside a transaction handed out in slices: its records so far are published, and the
-    /// checkpoint may not move until its last part is (every batch before it is durable).
-    InsideTransaction,
-    /// Enqueued, at-least-once: every batch before it is acknowledged; its own
-    /// acknowledgements are awaited behind the next batch or by [`RunnerSink::settle`].
-    InFlight {
-        /// When the newest of its transactions committed on the source (for the lag).
-        committed_at_micros: Option<u64>,
-    },
-}
-
 impl PipelineRunner {
     /// Publishes the records of a batch (in order; gated by the snapshot while one runs, with
     /// a chunk at the point its position is processed) and waits for Kafka's acknowledgement
-    /// of every one of them. `position` is the source's checkpoint after the batch,
-    /// `processed` its processed position. Around a chunk: its `delivered_pk` is committed to
+    /// of every one of them. `point` is the source's checkpoint and processed position after
+    /// the batch. Around a chunk: its `delivered_pk` is committed to
     /// Raft before the publish, its `pk_cursor` after.
     pub(super) async fn deliver(
         &self,
         encoder: &mut RecordEncoder,
         sink: &mut RunnerSink,
         batch_in: Batch,
-        position: &Position,
-        processed: &Position,
+        point: &ResumePoint,
         mut snapshot: Option<&mut SnapshotDriver>,
     ) -> Step<Delivered> {
         let now = now_ms();
@@ -171,9 +155,9 @@ impl PipelineRunner {
         } else if snapshot.is_none() {
             // no chunk's progress waits on this batch: it may stay in flight while the next
             // is encoded and enqueued behind it
-            sink.send(batch, position, processed).await
+            sink.send(batch, point).await
         } else {
-            sink.publish(batch, position, processed, kafka_progress)
+            sink.publish(batch, point, kafka_progress)
                 .await
                 .map(|()| Sent::Durable)
         };

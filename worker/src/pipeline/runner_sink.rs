@@ -2,7 +2,7 @@
 //! that commits each batch together with the pipeline's offsets record in one Kafka
 //! transaction (ADR-0003).
 
-use capstan_core::position::Position;
+use capstan_core::position::ResumePoint;
 use capstan_kafka::exactly_once::{
     Checkpoint, ExactlyOncePublisher, KafkaTransactionalProducer, SnapshotProgress,
 };
@@ -66,28 +66,24 @@ impl RunnerSink {
         }
     }
 
-    /// Publishes `records`, which bring the checkpoint to `position` and the processed
-    /// position to `processed` (ahead of it only while a MariaDB XA prepare is pending,
-    /// ADR-0008), and waits for them and for the batch in flight before them. In exactly-once mode the batch and the offsets record naming both commit
-    /// atomically; a batch
+    /// Publishes `records`, which bring the checkpoint and the processed position to `point`
+    /// (the processed position ahead only while a MariaDB XA prepare is pending, ADR-0008),
+    /// and waits for them and for the batch in flight before them. In exactly-once mode the
+    /// batch and the offsets record naming both commit atomically; a batch
     /// without records is still committed there, so the offsets record keeps up with
     /// filtered traffic. `snapshot` is the snapshot progress once this batch is published
     /// (exactly-once: committed with it; `None` keeps the last one).
     pub async fn publish(
         &mut self,
         records: Vec<KafkaRecord>,
-        position: &Position,
-        processed: &Position,
+        point: &ResumePoint,
         snapshot: Option<SnapshotProgress>,
     ) -> Result<(), SinkError> {
         match self {
             RunnerSink::AtLeastOnce(p, in_flight) => publish_now(p, in_flight, records).await,
             RunnerSink::ExactlyOnce(p, last) => {
-                let checkpoint = Checkpoint {
-                    position: position.clone(),
-                    processed: (processed != position).then(|| processed.clone()),
-                    snapshot: snapshot.unwrap_or_else(|| last.clone()),
-                };
+                let checkpoint =
+                    Checkpoint::at(point.clone(), snapshot.unwrap_or_else(|| last.clone()));
                 p.publish(&records, &checkpoint).await?;
                 *last = checkpoint.snapshot;
                 Ok(())
@@ -95,16 +91,15 @@ impl RunnerSink {
         }
     }
 
-    /// Sends `records`, which bring the checkpoint to `position` (and the processed position
-    /// to `processed`), without waiting for their acknowledgements where it can: at-least-once
+    /// Sends `records`, which bring the checkpoint and the processed position to `point`,
+    /// without waiting for their acknowledgements where it can: at-least-once
     /// enqueues them behind the batch in flight, waits for that batch's acknowledgements and
     /// returns [`Sent::InFlight`] (they are the batch in flight now); exactly-once publishes
     /// them with the offsets record as [`RunnerSink::publish`] does ([`Sent::Durable`]).
     pub async fn send(
         &mut self,
         records: Vec<KafkaRecord>,
-        position: &Position,
-        processed: &Position,
+        point: &ResumePoint,
     ) -> Result<Sent, SinkError> {
         match self {
             RunnerSink::AtLeastOnce(p, in_flight) => {
@@ -114,7 +109,7 @@ impl RunnerSink {
                 Ok(Sent::InFlight)
             }
             RunnerSink::ExactlyOnce(..) => {
-                self.publish(records, position, processed, None).await?;
+                self.publish(records, point, None).await?;
                 Ok(Sent::Durable)
             }
         }

@@ -5,13 +5,12 @@
 use std::sync::Arc;
 
 use capstan_connectors::mysql::{detect_flavor, SourceClient, StartPosition};
-use capstan_core::position::Position;
+use capstan_core::position::{Position, ResumePoint};
 use capstan_kafka::config::DeliveryMode;
 use capstan_kafka::exactly_once::{
     Checkpoint, CheckpointSource, ExactlyOncePublisher, KafkaTransactionalLog, OwnerIdentity,
 };
 use capstan_kafka::publisher::{KafkaPublisher, TopicAdminClient};
-use capstan_raft_store::Command;
 use tracing::info;
 
 use super::pipeline_runner::{PipelineRunner, EXACTLY_ONCE_OP_TIMEOUT};
@@ -29,7 +28,7 @@ impl PipelineRunner {
     /// checkpoint is ahead (bringing Raft up to date when it lags).
     pub(super) async fn open_sink(
         &self,
-        (raft_position, raft_processed): (Position, Option<Position>),
+        raft_point: ResumePoint,
         snapshot: Option<&mut PreparedSnapshot>,
     ) -> Step<(RunnerSink, StartPosition)> {
         let sink = &self.spec.sink;
@@ -55,7 +54,7 @@ impl PipelineRunner {
             if let Some(topics) = topics {
                 publisher = publisher.creating_topics(topics);
             }
-            let start = StartPosition::resume(raft_position, raft_processed);
+            let start = StartPosition::from(raft_point);
             return Ok((RunnerSink::AtLeastOnce(publisher, None), start));
         }
         let mut log = KafkaTransactionalLog::new(
@@ -81,14 +80,13 @@ impl PipelineRunner {
                 offsets_topic: &offsets_topic,
                 incarnation: incarnation.as_deref(),
             },
-            Checkpoint {
-                position: raft_position,
-                processed: raft_processed,
-                snapshot: snapshot
+            Checkpoint::at(
+                raft_point,
+                snapshot
                     .as_deref()
                     .map(PreparedSnapshot::kafka_progress)
                     .unwrap_or_default(),
-            },
+            ),
         )
         .await
         .map_err(|e| RunnerExit::from_sink(&e))?;
@@ -100,14 +98,13 @@ impl PipelineRunner {
             raft_behind = plan.raft_behind,
             "exactly-once resume point decided"
         );
+        // the pair of one record, never mixed (ResumePlan)
+        let point = plan
+            .checkpoint
+            .resume_point()
+            .map_err(|e| RunnerExit::failed(e.code()))?;
         if plan.raft_behind {
-            self.owner_write(Command::CommitCheckpoint {
-                pipeline: self.name.clone(),
-                epoch: self.epoch,
-                position: plan.checkpoint.position.clone(),
-                processed: plan.checkpoint.processed.clone(),
-            })
-            .await?;
+            self.commit_checkpoint(&point).await?;
         }
         let mut progress = plan.checkpoint.snapshot;
         if let Some(prepared) = snapshot {
@@ -125,8 +122,7 @@ impl PipelineRunner {
             progress = prepared.kafka_progress();
             progress.chunks_committed = chunks;
         }
-        // the pair of one record, never mixed (ResumePlan)
-        let start = StartPosition::resume(plan.checkpoint.position, plan.checkpoint.processed);
+        let start = StartPosition::from(point);
         Ok((
             RunnerSink::ExactlyOnce(Box::new(publisher), progress),
             start,
@@ -143,13 +139,14 @@ impl PipelineRunner {
     /// first dump. Every later start (a pause and resume, a failover, a restart, a config
     /// update, a cluster restart) resumes from that commit. Resolving `current` again at each
     /// start would begin at a later "now" and skip what was written in between.
-    pub(super) async fn start_position(&self) -> Step<(Position, Option<Position>)> {
+    pub(super) async fn start_position(&self) -> Step<ResumePoint> {
         let checkpoint = self.node.state.read(|s| {
             s.pipeline(&self.name)
                 .and_then(|r| Some((r.checkpoint()?.clone(), r.processed().cloned())))
         });
-        if let Some(pair) = checkpoint {
-            return Ok(pair);
+        if let Some((position, processed)) = checkpoint {
+            // Raft accepts no other pair; a data directory that holds one halts here
+            return ResumePoint::new(position, processed).map_err(|e| RunnerExit::failed(e.code()));
         }
         let position = match &self.spec.start {
             StartAt::Position(p) => p.clone(),
@@ -169,19 +166,14 @@ impl PipelineRunner {
                 }
             }
         };
-        self.owner_write(Command::CommitCheckpoint {
-            pipeline: self.name.clone(),
-            epoch: self.epoch,
-            position: position.clone(),
-            processed: None,
-        })
-        .await?;
+        self.commit_checkpoint(&ResumePoint::at(position.clone()))
+            .await?;
         info!(
             pipeline = %self.name,
             epoch = self.epoch,
             position = %position,
             "start position resolved and committed"
         );
-        Ok((position, None))
+        Ok(ResumePoint::at(position))
     }
 }
