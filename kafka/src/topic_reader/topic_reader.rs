@@ -104,8 +104,11 @@ impl TopicReader {
         .await
     }
 
-    /// Reads `topic` to `end` on the blocking pool, folding each record into `state`.
-    async fn scan<T: Send + 'static>(
+    /// Every record of `topic` up to the ends [`Self::read_all`] reads to, folded into `state`
+    /// as it arrives (on the blocking pool), so a caller keeps what it needs instead of every
+    /// record: within a partition in offset order, the partitions interleaved. A topic that
+    /// does not exist reads as nothing.
+    pub async fn scan<T: Send + 'static>(
         &self,
         topic: &str,
         state: T,
