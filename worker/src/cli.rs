@@ -49,6 +49,16 @@ enum Command {
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// Check a pipeline's topics against its source tables, by key, as a consumer would
+    /// replay them: missing, extra and differing rows, and duplicates, reported value-free.
+    /// Exit status 0 when they match, 1 when they differ, 2 when they cannot be compared.
+    /// The source should be quiet meanwhile (docs/operations.md).
+    Verify {
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(flatten)]
+        args: crate::verify::VerifyArgs,
+    },
     /// Print the shell completion script for SHELL (e.g. `capstan completions bash >
     /// /etc/bash_completion.d/capstan`).
     Completions {
@@ -86,6 +96,15 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Command::Cluster { api, command } => crate::cli_cluster::run(&api, command)
             .await
             .map_err(|e| format!("{}: {e}", e.code())),
+        Command::Verify { api, args } => {
+            init_tracing()?;
+            let code = crate::verify::run(&api, args).await;
+            if code != 0 {
+                // 1: the topics differ, 2: they could not be compared (already printed)
+                std::process::exit(code);
+            }
+            Ok(())
+        }
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,

@@ -28,6 +28,7 @@ mod raft_tls;
 mod rebalance;
 mod scheduler;
 mod snapshot_chunk;
+mod verify;
 mod worker_config;
 
 /// The allocator: glibc's malloc/free were a fifth of row decode (docs/performance.md,

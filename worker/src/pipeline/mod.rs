@@ -23,3 +23,4 @@ mod weight_cache;
 
 pub use pipeline_spec::{CheckedPipelineSpec, PipelineSpec};
 pub use runner_supervisor::supervise;
+pub(crate) use spec_secrets::{resolve_secrets, HostSecrets};

@@ -65,7 +65,7 @@ pub(super) fn check_references(spec: &CheckedPipelineSpec) -> Result<(), Pipelin
 
 /// `spec` with every secret resolved through `lookup` (references read, `$${…}` literals
 /// unescaped). Run once, on the owner, right before the runner uses the spec.
-pub(super) fn resolve_secrets(
+pub(crate) fn resolve_secrets(
     mut spec: CheckedPipelineSpec,
     lookup: &dyn SecretLookup,
 ) -> Result<CheckedPipelineSpec, UnresolvedSecret> {
