@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod live_pipeline;
 pub mod switch_proxy;
 pub mod test_ca;
+pub mod verify_run;
 
 use std::path::PathBuf;
 

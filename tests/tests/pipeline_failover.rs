@@ -3,7 +3,9 @@
 //! Afterwards an independent consumer (`load_common::read_topic`, plain rdkafka) compares the
 //! topic with what the writers committed: no change missing, per-key order kept; at-least-once
 //! every duplicate is an exact replay recognisable by its headers (pipeline, position, record
-//! index); exactly-once a `read_committed` consumer sees no duplicate at all.
+//! index); exactly-once a `read_committed` consumer sees no duplicate at all. Then
+//! `capstan verify` compares the topic with the table: no row missing, extra or different,
+//! each duplicate identified by key digest and offset (exactly-once: none).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -13,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capstan_tests::cluster::Cluster;
+use capstan_tests::verify_run::verify_pipeline;
 use capstan_tests::{mysql, unique_name};
 use load_common::*;
 use mysql_async::prelude::*;
@@ -145,6 +148,7 @@ async fn failover_under_load(delivery: &'static str, kills: u32) {
          {isolation} after {kills} kills; records per epoch {:?}",
         seen.replays, seen.epochs
     );
+    verify_with_the_cli(&cluster, &db.password, &schema, delivery, seen.replays).await;
     // the first owner and one per kill, each of which published
     assert!(seen.epochs.len() > kills as usize, "{:?}", seen.epochs);
     if delivery == "exactly_once" {
@@ -168,4 +172,71 @@ async fn failover_under_load(delivery: &'static str, kills: u32) {
         .query_drop(format!("DROP DATABASE `{schema}`"))
         .await
         .unwrap();
+}
+
+/// `capstan verify`, as a user would run it after the kills: the topic replays to the table
+/// (no row missing, extra or different); every duplicate is listed by key digest, partition
+/// and offset, as many as the independent consumer counted `replays` (exactly-once: none).
+async fn verify_with_the_cli(
+    cluster: &std::sync::Mutex<Cluster>,
+    password: &str,
+    schema: &str,
+    delivery: &str,
+    replays: usize,
+) {
+    let url = {
+        let mut c = cluster.lock().unwrap();
+        let via = [1, 2, 3]
+            .into_iter()
+            .find(|&n| c.workers.get_mut(&n).unwrap().is_running())
+            .unwrap();
+        c.workers[&via].api()
+    };
+    let password = password.to_string();
+    let run = tokio::task::spawn_blocking(move || {
+        verify_pipeline(
+            &url,
+            "load",
+            &password,
+            &["--format", "json", "--examples", "100000"],
+        )
+    })
+    .await
+    .unwrap();
+    let t = run.table(&format!("{schema}.t"));
+    // the counts, for messages (the examples list every duplicate)
+    let mut counts = t.clone();
+    counts["duplicates"]["examples"] = serde_json::Value::Null;
+    for category in ["missing", "extra", "differing", "unreadable"] {
+        assert_eq!(t[category]["count"], 0, "{category}: {counts}");
+    }
+    assert_eq!(run.code, Some(0), "{counts}\n{}", run.stderr);
+    assert!(t["source_rows"].as_u64() > Some(50), "{counts}");
+    assert_eq!(t["source_rows"], t["topic_keys"], "{counts}");
+    let duplicates = t["duplicates"]["count"].as_u64().unwrap();
+    let listed = t["duplicates"]["examples"].as_array().unwrap();
+    assert_eq!(listed.len() as u64, duplicates, "each duplicate identified");
+    assert!(
+        listed.iter().all(|d| d["key"].is_string()
+            && d["partition"].is_i64()
+            && d["offset"].is_i64()
+            && d["kind"].is_string()),
+        "{counts}"
+    );
+    let mut kinds = std::collections::BTreeMap::<String, u64>::new();
+    for d in listed {
+        *kinds
+            .entry(d["kind"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    eprintln!(
+        "{delivery}: capstan verify: {} source rows, {} topic records; 0 missing, 0 extra, \
+         0 differing; {duplicates} duplicates by kind {kinds:?}",
+        t["source_rows"], t["records"]["records"]
+    );
+    // the same replays the independent consumer recognised by their headers
+    assert_eq!(duplicates, replays as u64, "{counts}");
+    if delivery == "exactly_once" {
+        assert_eq!(duplicates, 0, "{counts}");
+    }
 }

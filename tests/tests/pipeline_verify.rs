@@ -1,0 +1,207 @@
+//! `capstan verify` against a real pipeline (MySQL → Kafka, three workers): after an initial
+//! snapshot and streamed changes it reports the topics equal to the source (exit 0, exact
+//! counts); after the topic and the source are made to disagree on purpose — a forged record
+//! produced to the topic, a row deleted and another updated with the binlog off for that
+//! session, so the pipeline never sees them — it reports exactly those rows, by key digest
+//! (exit 1), value-free; a pipeline it cannot find is exit 2.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use capstan_tests::cluster::Cluster;
+use capstan_tests::live_pipeline::LiveSchema;
+use capstan_tests::verify_run::{key_digest, verify_pipeline};
+use capstan_tests::{kafka, mysql};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use serde_json::{json, Value};
+
+const SETTLE: Duration = Duration::from_secs(60);
+
+#[test]
+fn verify_reports_a_matching_pipeline_clean_and_each_planted_difference() {
+    let Some(db) = mysql() else { return };
+    let Some(kafka) = kafka() else { return };
+    let password = db.password.clone();
+    // orders: 40 rows with a primary key; tags: keyed by a unique key only (null record keys)
+    let live = LiveSchema::with_orders(db, "verify", 40);
+    live.sql(
+        "CREATE TABLE `{schema}`.tags (code INT NOT NULL, n INT, UNIQUE KEY by_code (code)); \
+         INSERT INTO `{schema}`.tags VALUES (1, 10), (2, 20), (3, 30), (4, 40), (5, 50)",
+    );
+    let Some(c) = Cluster::start(3) else { return };
+    let leader = c.wait_for_leader(&[1, 2, 3], SETTLE).expect("a leader");
+    let url = c.workers[&leader].api();
+    let bootstrap = kafka.bootstrap_servers().to_string();
+    let server_id = 7000 + std::process::id() % 500;
+    let mut def = live.definition("verified", "mysql", server_id, "orders", &bootstrap, "vf");
+    def["tables"]["include"] = json!([
+        format!("{}.orders", live.name),
+        format!("{}.tags", live.name)
+    ]);
+    def["snapshot"] = json!({"mode": "initial"});
+    c.create_streaming(leader, &def, SETTLE);
+
+    // streamed changes of both tables
+    live.sql(
+        "INSERT INTO `{schema}`.orders VALUES (41, 'n'), (42, 'n'), (43, 'n'), (44, 'n'), (45, 'n'); \
+         UPDATE `{schema}`.orders SET note = 'updated' WHERE id = 1; \
+         DELETE FROM `{schema}`.orders WHERE id = 2; \
+         UPDATE `{schema}`.tags SET n = 11 WHERE code = 1; \
+         DELETE FROM `{schema}`.tags WHERE code = 2; \
+         INSERT INTO `{schema}`.tags VALUES (6, 60)",
+    );
+    let orders = format!("{}.orders", live.name);
+    let tags = format!("{}.tags", live.name);
+
+    // clean: waits until the checkpoint covers the source, then compares
+    let run = verify_pipeline(
+        &url,
+        "verified",
+        &password,
+        &["--format", "json", "--wait-for-checkpoint", "60"],
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let report = run.report();
+    assert_eq!(report["clean"], true, "{run:?}");
+    assert_eq!(report["pipeline"], "verified");
+    let o = run.table(&orders);
+    assert_eq!(o["topic"], format!("vf.{orders}"));
+    // 40 snapshot rows + 5 inserts - 1 delete
+    assert_eq!(
+        (o["source_rows"].as_u64(), o["topic_keys"].as_u64()),
+        (Some(44), Some(44))
+    );
+    // 40 r, the snapshot-complete marker, 5 c, 1 u, 1 d and its tombstone
+    assert_eq!(o["records"]["records"], 49, "{o}");
+    assert_eq!(o["records"]["row_events"], 47, "{o}");
+    assert_eq!(o["records"]["tombstones"], 1, "{o}");
+    assert_eq!(o["records"]["skipped"], 1, "{o}");
+    for category in ["missing", "extra", "differing", "unreadable", "duplicates"] {
+        assert_eq!(o[category]["count"], 0, "{category}: {o}");
+    }
+    let t = run.table(&tags);
+    assert_eq!(
+        (t["source_rows"].as_u64(), t["topic_keys"].as_u64()),
+        (Some(5), Some(5))
+    );
+    // 5 r, the marker, u, d, its tombstone, c: the snapshot's records of a table keyed by a
+    // unique key only have a null key, while MySQL's binlog names that NOT NULL unique key
+    // as the table's primary key, so the streamed ones carry it (and a delete its
+    // tombstone); verify identifies both by the key columns
+    assert_eq!(t["records"]["records"], 10, "{t}");
+    assert_eq!(t["records"]["tombstones"], 1, "{t}");
+    assert_eq!(t["missing"]["count"], 0, "{t}");
+    assert_eq!(t["differing"]["count"], 0, "{t}");
+    assert_eq!(report["totals"]["source_rows"], 49);
+
+    // now make them disagree: a forged record on the topic, and two source changes the
+    // pipeline never sees (binlog off for the session)
+    let forged_value = json!({
+        "before": null, "after": {"id": 1000, "note": "forged-value"},
+        "source": {"db": live.name, "table": "orders"}, "op": "c", "ts_ms": 0
+    });
+    produce(
+        &bootstrap,
+        &format!("vf.{orders}"),
+        r#"{"id":1000}"#,
+        &forged_value,
+    );
+    live.sql(
+        "SET SESSION sql_log_bin = 0; \
+         DELETE FROM `{schema}`.orders WHERE id = 3; \
+         UPDATE `{schema}`.orders SET note = 'hidden-change' WHERE id = 4; \
+         SET SESSION sql_log_bin = 1",
+    );
+    let run = verify_pipeline(&url, "verified", &password, &["--format", "json"]);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    let report = run.report();
+    assert_eq!(report["clean"], false);
+    let o = run.table(&orders);
+    assert_eq!(o["source_rows"], 43, "{o}");
+    assert_eq!(o["topic_keys"], 45, "{o}");
+    let example = |category: &str| -> Value { o[category]["examples"].clone() };
+    assert_eq!(o["missing"]["count"], 0, "{o}");
+    // id 3: on the topic, not in the source any more
+    assert_eq!(o["extra"]["count"], 2, "{o}");
+    let mut extra: Vec<String> = example("extra")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["key"].as_str().unwrap().to_string())
+        .collect();
+    extra.sort();
+    let mut want = vec![key_digest(r#"{"id":1000}"#), key_digest(r#"{"id":3}"#)];
+    want.sort();
+    assert_eq!(extra, want, "{o}");
+    assert!(
+        example("extra")
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["partition"].is_i64() && e["offset"].is_i64()),
+        "{o}"
+    );
+    assert_eq!(o["differing"]["count"], 1, "{o}");
+    assert_eq!(example("differing")[0]["key"], key_digest(r#"{"id":4}"#));
+    assert_eq!(report["totals"]["extra"], 2);
+    assert_eq!(report["totals"]["differing"], 1);
+    // the other table is untouched
+    assert_eq!(run.table(&tags)["extra"]["count"], 0);
+
+    // a row the pipeline never saw inserted is missing
+    live.sql(
+        "SET SESSION sql_log_bin = 0; \
+         INSERT INTO `{schema}`.tags VALUES (77, 770); \
+         SET SESSION sql_log_bin = 1",
+    );
+    let run = verify_pipeline(&url, "verified", &password, &["--table", &tags]);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    let text = &run.stdout;
+    assert!(
+        text.contains(&format!(
+            "    missing key {}\n",
+            key_digest(r#"{"code":77}"#)
+        )),
+        "{text}"
+    );
+    assert!(text.contains("missing 1, extra 0, differing 0"), "{text}");
+    assert!(!text.contains(&orders), "--table limits the check: {text}");
+    // value-free: no row value, no password
+    for secret in ["forged-value", "hidden-change", "an order", &password] {
+        assert!(
+            !text.contains(secret) && !run.stderr.contains(secret),
+            "{run:?}"
+        );
+    }
+
+    // cannot compare: exit 2 with the code
+    let run = verify_pipeline(&url, "no-such-pipeline", &password, &[]);
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(
+        run.stderr.contains("capstan: unknown_pipeline: "),
+        "{run:?}"
+    );
+    let run = verify_pipeline(&url, "verified", &password, &["--table", "other.t"]);
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("capstan: invalid_table: --table other.t: is not captured by the pipeline"),
+        "{run:?}"
+    );
+    live.sql("DROP DATABASE `{schema}`");
+}
+
+/// Produces one record as a foreign producer would (no capstan headers).
+fn produce(bootstrap: &str, topic: &str, key: &str, value: &Value) {
+    let producer: BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let payload = value.to_string();
+    producer
+        .send(BaseRecord::to(topic).key(key).payload(&payload))
+        .map_err(|(e, _)| e)
+        .unwrap();
+    producer.flush(Duration::from_secs(30)).unwrap();
+}
