@@ -47,6 +47,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use capstan_core::position::ResumePoint;
 use serde::{Deserialize, Serialize};
 
 use crate::command::{Command, DesiredState, Epoch, RunnerState, SnapshotTableStatus};
@@ -237,22 +238,17 @@ impl ClusterState {
                     Ok(owned) => owned,
                     Err(rejection) => return rejection,
                 };
-                // stored only when it says more than the checkpoint
-                let processed = processed.filter(|p| *p != position);
-                let new_processed = processed.as_ref().unwrap_or(&position);
-                if !position.is_subset(new_processed) {
+                // the one rule of a resume point: the processed position covers the
+                // checkpoint (stored only when it says more)
+                let Ok(point) = ResumePoint::new(position, processed) else {
                     return Response::ProcessedBehindCheckpoint;
-                }
-                if let Some(previous) = &record.checkpoint {
-                    if !previous.is_subset(&position) {
+                };
+                if let Some(previous) = record.resume_point() {
+                    if !point.covers(&previous) {
                         return Response::CheckpointRegressed;
                     }
                 }
-                if let Some(previous) = record.processed() {
-                    if !previous.is_subset(new_processed) {
-                        return Response::CheckpointRegressed;
-                    }
-                }
+                let (position, processed) = point.into_parts();
                 record.checkpoint = Some(position);
                 record.processed = processed;
                 Response::Applied

@@ -16,7 +16,7 @@
 
 use std::fmt;
 
-use capstan_core::position::Position;
+use capstan_core::position::{Position, ResumePoint};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
@@ -222,6 +222,17 @@ pub enum Command {
 }
 
 impl Command {
+    /// The owner write that commits `point` as the checkpoint of `pipeline` (the processed
+    /// position travels only when it says more than the checkpoint).
+    pub fn commit_checkpoint(pipeline: &str, epoch: Epoch, point: &ResumePoint) -> Command {
+        Command::CommitCheckpoint {
+            pipeline: pipeline.to_string(),
+            epoch,
+            position: point.checkpoint().clone(),
+            processed: point.processed_beyond().cloned(),
+        }
+    }
+
     /// The size of the command as serialized JSON, as it travels in a Raft entry.
     pub fn encoded_len(&self) -> usize {
         json_len(self)

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use capstan_core::position::Position;
+use capstan_core::position::{Position, ResumePoint};
 use serde::{Deserialize, Serialize};
 
 use crate::command::{DesiredState, Epoch, KeyBytes, RunnerState, SnapshotTableStatus, SpecJson};
@@ -109,6 +109,18 @@ impl PipelineRecord {
     /// resumes from the checkpoint and skips what this covers.
     pub fn processed(&self) -> Option<&Position> {
         self.processed.as_ref().or(self.checkpoint.as_ref())
+    }
+
+    /// The last committed checkpoint with the processed position beside it, as one point
+    /// (`None` before the first commit).
+    pub fn resume_point(&self) -> Option<ResumePoint> {
+        let checkpoint = self.checkpoint.clone()?;
+        // apply accepts no pair that breaks the rule; one in an old state would have been
+        // refused, so it is read as a plain checkpoint
+        Some(
+            ResumePoint::new(checkpoint.clone(), self.processed.clone())
+                .unwrap_or_else(|_| ResumePoint::at(checkpoint)),
+        )
     }
 
     /// Snapshot progress per table (`schema.table`), in table order.

@@ -468,13 +468,8 @@ impl PipelineRunner {
 
     /// Commits `point` as the pipeline's checkpoint (owner write).
     pub(super) async fn commit_checkpoint(&self, point: &ResumePoint) -> Step<()> {
-        self.owner_write(Command::CommitCheckpoint {
-            pipeline: self.name.clone(),
-            epoch: self.epoch,
-            position: point.checkpoint().clone(),
-            processed: point.processed_beyond().cloned(),
-        })
-        .await
+        self.owner_write(Command::commit_checkpoint(&self.name, self.epoch, point))
+            .await
     }
 
     async fn report(&self, state: RunnerState) -> Step<()> {

@@ -140,13 +140,12 @@ impl PipelineRunner {
     /// update, a cluster restart) resumes from that commit. Resolving `current` again at each
     /// start would begin at a later "now" and skip what was written in between.
     pub(super) async fn start_position(&self) -> Step<ResumePoint> {
-        let checkpoint = self.node.state.read(|s| {
-            s.pipeline(&self.name)
-                .and_then(|r| Some((r.checkpoint()?.clone(), r.processed().cloned())))
-        });
-        if let Some((position, processed)) = checkpoint {
-            // Raft accepts no other pair; a data directory that holds one halts here
-            return ResumePoint::new(position, processed).map_err(|e| RunnerExit::failed(e.code()));
+        let checkpoint = self
+            .node
+            .state
+            .read(|s| s.pipeline(&self.name).and_then(|r| r.resume_point()));
+        if let Some(point) = checkpoint {
+            return Ok(point);
         }
         let position = match &self.spec.start {
             StartAt::Position(p) => p.clone(),
