@@ -12,6 +12,7 @@ packages=(
   curl jq                                                      # the quickstart's API calls, the registry check
   python3-venv                                                 # peer benchmarks
   maven                                                        # fetches the dev Kafka broker's jars and the registry
+  iproute2 nftables socat                                      # the network partition tests' namespaces, drops and forwarders
 )
 missing=()
 for p in "${packages[@]}"; do

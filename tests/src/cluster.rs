@@ -1,4 +1,5 @@
-//! Multi-process clusters of real `capstan worker` processes on 127.0.0.1, for failover tests.
+//! Multi-process clusters of real `capstan worker` processes, for failover tests: on 127.0.0.1,
+//! or each in a network namespace of its own ([`Cluster::start_placed`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -6,6 +7,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::placement::Placement;
 
 /// The `capstan` binary built beside the test executable (deploy/dev/test.sh builds it).
 pub fn capstan_binary() -> Option<PathBuf> {
@@ -37,6 +40,9 @@ pub struct Worker {
     pub raft_port: u16,
     /// API port.
     pub api_port: u16,
+    /// The address its ports listen on.
+    pub host: String,
+    launcher: Vec<String>,
     config: PathBuf,
     log: PathBuf,
     child: Option<Child>,
@@ -45,7 +51,7 @@ pub struct Worker {
 impl Worker {
     /// The API base URL.
     pub fn api(&self) -> String {
-        format!("http://127.0.0.1:{}", self.api_port)
+        format!("http://{}:{}", self.host, self.api_port)
     }
 
     /// The OS process id, while running.
@@ -104,9 +110,20 @@ impl Cluster {
         extra: impl Fn(u64) -> String,
         env: Vec<(String, String)>,
     ) -> Option<Cluster> {
+        Self::start_placed(n, extra, env, |_| Placement::loopback())
+    }
+
+    /// Like [`Cluster::start_with_env`], each worker `id` where `place(id)` says (its address,
+    /// ports and launcher: a network namespace, say).
+    pub fn start_placed(
+        n: u64,
+        extra: impl Fn(u64) -> String,
+        env: Vec<(String, String)>,
+        place: impl Fn(u64) -> Placement,
+    ) -> Option<Cluster> {
         let mut attempt = 1;
         loop {
-            let mut cluster = Self::spawn_all(n, &extra, env.clone())?;
+            let mut cluster = Self::spawn_all(n, &extra, env.clone(), &place)?;
             if cluster.listening(Duration::from_secs(20)) || attempt == 3 {
                 return Some(cluster);
             }
@@ -125,7 +142,8 @@ impl Cluster {
                 if !w.is_running() {
                     return false;
                 }
-                let addr = std::net::SocketAddr::from(([127, 0, 0, 1], w.api_port));
+                let ip: std::net::IpAddr = w.host.parse().expect("an IP address");
+                let addr = std::net::SocketAddr::new(ip, w.api_port);
                 if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
                     answering += 1;
                 }
@@ -141,19 +159,23 @@ impl Cluster {
         n: u64,
         extra: &impl Fn(u64) -> String,
         env: Vec<(String, String)>,
+        place: &impl Fn(u64) -> Placement,
     ) -> Option<Cluster> {
         let binary = capstan_binary()?;
         let dir = tempfile::tempdir().expect("tempdir");
         let mut workers = BTreeMap::new();
         for id in 1..=n {
-            workers.insert(id, Self::new_worker(dir.path(), id));
+            workers.insert(id, Self::new_worker(dir.path(), id, place(id)));
         }
         let members: Vec<String> = workers
             .values()
             .map(|w| {
                 format!(
-                    "{{ id = {}, raft = \"127.0.0.1:{}\", api = \"127.0.0.1:{}\" }}",
-                    w.id, w.raft_port, w.api_port
+                    "{{ id = {}, raft = \"{host}:{}\", api = \"{host}:{}\" }}",
+                    w.id,
+                    w.raft_port,
+                    w.api_port,
+                    host = w.host
                 )
             })
             .collect();
@@ -178,11 +200,13 @@ impl Cluster {
         Some(cluster)
     }
 
-    fn new_worker(dir: &Path, id: u64) -> Worker {
+    fn new_worker(dir: &Path, id: u64, place: Placement) -> Worker {
         Worker {
             id,
-            raft_port: free_port(),
-            api_port: free_port(),
+            raft_port: place.raft_port,
+            api_port: place.api_port,
+            host: place.host,
+            launcher: place.launcher,
             config: dir.join(format!("worker-{id}.toml")),
             log: dir.join(format!("worker-{id}.log")),
             child: None,
@@ -197,7 +221,7 @@ impl Cluster {
     /// [`Cluster::spawn_joiner`] with `extra` lines in its configuration (the same Raft
     /// timings as the members it joins, say).
     pub fn spawn_joiner_with(&mut self, id: u64, extra: &str) -> &Worker {
-        let w = Self::new_worker(self.dir.path(), id);
+        let w = Self::new_worker(self.dir.path(), id, Placement::loopback());
         write_config(&w, self.dir.path(), &[], extra);
         self.workers.insert(id, w);
         self.spawn(id);
@@ -212,7 +236,15 @@ impl Cluster {
             .append(true)
             .open(&w.log)
             .expect("log file");
-        let child = Command::new(&self.binary)
+        let mut command = match w.launcher.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(&self.binary);
+                c
+            }
+            None => Command::new(&self.binary),
+        };
+        let child = command
             .arg("worker")
             .arg("--config")
             .arg(&w.config)
@@ -444,8 +476,9 @@ impl Drop for Cluster {
 
 fn write_config(w: &Worker, dir: &Path, members: &[String], extra: &str) {
     let text = format!(
-        "node_id = {id}\ndata_dir = \"{data}\"\nraft_listen = \"127.0.0.1:{raft}\"\napi_listen = \"127.0.0.1:{api}\"\ninitial_members = [\n{members}\n]\n{extra}",
+        "node_id = {id}\ndata_dir = \"{data}\"\nraft_listen = \"{host}:{raft}\"\napi_listen = \"{host}:{api}\"\ninitial_members = [\n{members}\n]\n{extra}",
         id = w.id,
+        host = w.host,
         data = dir.join(format!("data-{}", w.id)).display(),
         raft = w.raft_port,
         api = w.api_port,

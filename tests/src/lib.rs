@@ -8,6 +8,8 @@
 
 pub mod cluster;
 pub mod live_pipeline;
+pub mod net_lab;
+pub mod placement;
 pub mod switch_proxy;
 pub mod test_ca;
 pub mod verify_run;

@@ -11,6 +11,8 @@
 
 #![allow(dead_code)]
 
+pub mod topic_tap;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -129,6 +131,62 @@ pub fn consumer_from_start(bootstrap: &str, topic: &str, isolation: &str) -> Bas
     consumer
 }
 
+/// Folds a topic's records, read in offset order per partition, into [`TopicContents`].
+#[derive(Debug, Default)]
+pub struct Collector {
+    out: TopicContents,
+    first: BTreeMap<(Option<String>, Option<String>), Value>,
+}
+
+impl Collector {
+    /// Adds one record; its `capstan.epoch` header, if it has one.
+    pub fn add<M: Message>(&mut self, m: &M) -> Option<u64> {
+        let header = |name: &str| {
+            m.headers().and_then(|h| {
+                h.iter()
+                    .find(|x| x.key == name)
+                    .and_then(|x| x.value)
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+            })
+        };
+        let epoch = header("capstan.epoch").and_then(|e| e.parse().ok());
+        if let Some(e) = epoch {
+            *self.out.epochs.entry(e).or_default() += 1;
+        }
+        let value = m.payload()?;
+        let v: Value = serde_json::from_slice(value).unwrap();
+        let id = (header("capstan.position"), header("capstan.record"));
+        if let Some(first) = self.first.get(&id) {
+            // a replay: the same change, byte for byte apart from epoch and processing time
+            self.out.replays += 1;
+            for field in ["before", "after"] {
+                assert_eq!(first[field], v[field], "replayed {field}");
+            }
+            assert_eq!(first["source"]["gtid"], v["source"]["gtid"]);
+            return epoch;
+        }
+        let key = v["after"]["id"]
+            .as_i64()
+            .or(v["before"]["id"].as_i64())
+            .unwrap();
+        let op = v["op"].as_str().unwrap().to_string();
+        let val = v["after"]["v"].as_i64().unwrap();
+        self.out.histories.entry(key).or_default().push((op, val));
+        self.first.insert(id, v);
+        epoch
+    }
+
+    /// The change events collected so far (first copies).
+    pub fn events(&self) -> usize {
+        events(&self.out.histories)
+    }
+
+    /// What was collected.
+    pub fn into_contents(self) -> TopicContents {
+        self.out
+    }
+}
+
 /// Reads `topic` with `isolation.level` `isolation` (`read_committed` or `read_uncommitted`)
 /// until it holds at least `want` change events and then nothing new for two seconds, or
 /// `timeout` passed.
@@ -140,13 +198,11 @@ pub fn read_topic(
     timeout: Duration,
 ) -> TopicContents {
     let consumer = consumer_from_start(bootstrap, topic, isolation);
-    let mut out = TopicContents::default();
-    let mut first: BTreeMap<(Option<String>, Option<String>), Value> = BTreeMap::new();
+    let mut collector = Collector::default();
     let deadline = Instant::now() + timeout;
     let mut last_new = Instant::now();
     while Instant::now() < deadline {
-        let got = events(&out.histories);
-        if got >= want && last_new.elapsed() > Duration::from_secs(2) {
+        if collector.events() >= want && last_new.elapsed() > Duration::from_secs(2) {
             break;
         }
         let Some(m) = consumer.poll(Duration::from_millis(200)) else {
@@ -154,39 +210,9 @@ pub fn read_topic(
         };
         let Ok(m) = m else { continue };
         last_new = Instant::now();
-        let header = |name: &str| {
-            m.headers().and_then(|h| {
-                h.iter()
-                    .find(|x| x.key == name)
-                    .and_then(|x| x.value)
-                    .map(|v| String::from_utf8_lossy(v).into_owned())
-            })
-        };
-        if let Some(e) = header("capstan.epoch").and_then(|e| e.parse().ok()) {
-            *out.epochs.entry(e).or_default() += 1;
-        }
-        let Some(value) = m.payload() else { continue };
-        let v: Value = serde_json::from_slice(value).unwrap();
-        let id = (header("capstan.position"), header("capstan.record"));
-        if let Some(first) = first.get(&id) {
-            // a replay: the same change, byte for byte apart from epoch and processing time
-            out.replays += 1;
-            for field in ["before", "after"] {
-                assert_eq!(first[field], v[field], "replayed {field}");
-            }
-            assert_eq!(first["source"]["gtid"], v["source"]["gtid"]);
-            continue;
-        }
-        let key = v["after"]["id"]
-            .as_i64()
-            .or(v["before"]["id"].as_i64())
-            .unwrap();
-        let op = v["op"].as_str().unwrap().to_string();
-        let val = v["after"]["v"].as_i64().unwrap();
-        out.histories.entry(key).or_default().push((op, val));
-        first.insert(id, v);
+        collector.add(&m);
     }
-    out
+    collector.into_contents()
 }
 
 /// [`read_topic`] on the blocking pool, up to two minutes.
