@@ -87,7 +87,7 @@ pub(crate) async fn remove_member(
 /// workers' loads within one of each other. Nothing moves by itself: this is the operator's
 /// lever after a worker joins or comes back.
 #[utoipa::path(post, path = "/cluster/rebalance", tag = "cluster",
-    request_body(content = RebalanceRequest, description = "optional; an empty body is a dry run"),
+    request_body(content = Option<RebalanceRequest>, description = "optional; an empty body is a dry run"),
     responses(
         (status = 200, description = "the plan (dry run): nothing was started", body = RebalanceView),
         (status = 202, description = "the planned moves were started", body = RebalanceView),
@@ -101,11 +101,13 @@ pub(crate) async fn rebalance(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     let bytes = json_body::read(body)?;
-    let request: RebalanceRequest = if bytes.iter().all(u8::is_ascii_whitespace) {
-        RebalanceRequest::default_dry_run()
+    // no body, or `null`: a dry run
+    let request = if bytes.iter().all(u8::is_ascii_whitespace) {
+        None
     } else {
-        json_body::parse(&bytes)?
+        json_body::parse::<Option<RebalanceRequest>>(&bytes)?
     };
+    let request = request.unwrap_or_else(RebalanceRequest::default_dry_run);
     let view: RebalanceView = p.rebalance(request.dry_run).await?;
     let status = if view.dry_run {
         StatusCode::OK

@@ -47,9 +47,18 @@ pub(crate) fn parse_value(bytes: &[u8]) -> Result<serde_json::Value, ApiError> {
     })
 }
 
-/// Parses `bytes` as a `T`: unknown keys, wrong types and missing fields name the field.
+/// Parses `bytes` as a `T`: unknown keys, wrong types and missing fields name the field. A
+/// top-level array is refused: serde would read it as a struct's fields in order
+/// (`[true]` as `{"dry_run": true}`), which no request body of the API means.
 pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut value = parse_value(bytes)?;
+    if value.is_array() {
+        return Err(ApiError::invalid_field(
+            "invalid_request",
+            "(root)",
+            "must be a json object, not an array",
+        ));
+    }
     whole_floats_as_integers(&mut value);
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
@@ -143,6 +152,12 @@ mod tests {
         assert_eq!(e.error_code, "invalid_json");
         let e = parse::<Probe>(b"  ").unwrap_err();
         assert_eq!(e.error_code, "invalid_json");
+        // serde would take an array for the fields in order
+        let e = parse::<Probe>(br#"[1, "x"]"#).unwrap_err();
+        assert_eq!(
+            (e.error_code.as_str(), e.field.as_deref()),
+            ("invalid_request", Some("(root)"))
+        );
     }
 
     #[test]

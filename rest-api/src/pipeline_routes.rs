@@ -251,9 +251,9 @@ pub(crate) async fn restart(
     responses(
         (status = 200, description = "nothing pending: the pipeline is already owned by `to` (a pending move is cancelled)", body = MoveView),
         (status = 202, description = "the move is pending", body = MoveView),
-        (status = 400, description = "malformed json, or `to` is not a member", body = ApiError),
+        (status = 400, description = "malformed json or an invalid field", body = ApiError),
         (status = 401, description = "missing or wrong bearer token", body = ApiError),
-        (status = 404, description = "no such pipeline", body = ApiError),
+        (status = 404, description = "no such pipeline (`unknown_pipeline`), or no member with the id `to` (`unknown_member`)", body = ApiError),
         (status = 409, description = "`member_not_live`: `to` is a member whose lease is not live", body = ApiError),
         (status = 413, description = "the body is over 2 MiB", body = ApiError),
         (status = 503, description = "no quorum", body = ApiError)),

@@ -288,7 +288,11 @@ fn a_rebalance_spreads_nine_pipelines_gathered_on_one_worker() {
             Some(&json!({"to": 9})),
         )
         .unwrap();
-    assert_eq!((s, b["field"].as_str()), (400, Some("to")), "{b}");
+    assert_eq!(
+        (s, b["error_code"].as_str(), b["field"].as_str()),
+        (404, Some("unknown_member"), Some("to")),
+        "{b}"
+    );
 
     // the dry run: the plan, move by move, and nothing moves
     let (s, plan) = c.send(3, Method::POST, "/cluster/rebalance", None).unwrap();

@@ -22,11 +22,10 @@ pub(crate) async fn move_pipeline(
         .read(|s| s.pipeline(name).map(|r| r.owner()))
         .ok_or_else(|| unknown_pipeline(name))?;
     if !node.members().contains_key(&to) {
-        return Err(ApiError::invalid_field(
-            "invalid_request",
-            "to",
-            format!("no member with id {to}"),
-        ));
+        return Err(
+            ApiError::not_found("unknown_member", format!("no member with id {to}"))
+                .with_field("to"),
+        );
     }
     if owner != Some(to) && !node.live_members().contains(&to) {
         return Err(not_live(to));

@@ -229,11 +229,10 @@ impl ControlPlane for FakePlane {
             ));
         }
         if !LIVE.contains(&to) {
-            return Err(ApiError::invalid_field(
-                "invalid_request",
-                "to",
-                format!("no member with id {to}"),
-            ));
+            return Err(
+                ApiError::not_found("unknown_member", format!("no member with id {to}"))
+                    .with_field("to"),
+            );
         }
         self.write(name, |r| {
             r.move_to = (r.owner != Some(to)).then_some(to);

@@ -225,13 +225,13 @@ async fn a_move_is_pending_until_done_and_refused_for_unknown_pipelines_and_memb
     let r = api
         .send(Method::POST, "/pipelines/a/move", Some(r#"{"to": 9}"#))
         .await;
-    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request");
+    assert_error(&r, StatusCode::NOT_FOUND, "unknown_member");
     assert_eq!(r.json()["field"], "to");
     let r = api
         .send(Method::POST, "/pipelines/a/move", Some(r#"{"to": 4}"#))
         .await;
     assert_error(&r, StatusCode::CONFLICT, "member_not_live");
-    for body in [r#"{"to": "2"}"#, r#"{}"#, r#"{"to": 2, "x": 1}"#, ""] {
+    for body in [r#"{"to": "2"}"#, r#"{}"#, r#"{"to": 2, "x": 1}"#, "", "[2]"] {
         let r = api
             .send(Method::POST, "/pipelines/a/move", Some(body))
             .await;
@@ -252,7 +252,13 @@ async fn a_rebalance_is_a_dry_run_unless_asked() {
         "moves": [{"pipeline": "a", "from": 1, "to": 2}],
         "workers": [{"node": 1, "before": 2, "after": 1}, {"node": 2, "before": 0, "after": 1}]
     });
-    for body in [None, Some(""), Some("{}"), Some(r#"{"dry_run": true}"#)] {
+    for body in [
+        None,
+        Some(""),
+        Some("null"),
+        Some("{}"),
+        Some(r#"{"dry_run": true}"#),
+    ] {
         let r = api.send(Method::POST, "/cluster/rebalance", body).await;
         assert_eq!(r.status, StatusCode::OK, "{body:?}: {}", r.text);
         assert_eq!(r.json()["dry_run"], true);
@@ -270,6 +276,10 @@ async fn a_rebalance_is_a_dry_run_unless_asked() {
     assert_eq!(r.json()["dry_run"], false);
     let r = api
         .send(Method::POST, "/cluster/rebalance", Some(r#"{"apply": 1}"#))
+        .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request");
+    let r = api
+        .send(Method::POST, "/cluster/rebalance", Some("[false]"))
         .await;
     assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request");
     api.plane.no_quorum.store(true, Ordering::SeqCst);
