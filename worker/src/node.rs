@@ -741,7 +741,7 @@ fn round_key(m: &openraft::RaftMetrics<NodeId, NodeInfo>) -> RoundKey {
 
 /// One round: observe the renewals, publish the live view, and on a caught-up leader propose
 /// the plan.
-async fn schedule_round(node: &Node, tracker: &mut LeaseTracker) {
+async fn schedule_round(node: &Arc<Node>, tracker: &mut LeaseTracker) {
     let metrics = node.raft.metrics().borrow().clone();
     let is_leader = metrics.state == ServerState::Leader;
     // every node follows the renewals, so a new leader already knows who went quiet; the
@@ -773,6 +773,9 @@ async fn schedule_round(node: &Node, tracker: &mut LeaseTracker) {
     }
     // plan under the read lock (pure and quick), propose after releasing it
     let commands = node.state.read(|state| scheduler::plan(state, &live));
+    // all at once: openraft batches entries that arrive together, so the pipelines of a dead
+    // worker are placed in about one commit, not one commit each (67 × 15–50 ms measured)
+    let mut proposals = tokio::task::JoinSet::new();
     for command in commands {
         if let Command::AssignOwner {
             pipeline,
@@ -782,9 +785,12 @@ async fn schedule_round(node: &Node, tracker: &mut LeaseTracker) {
         {
             info!(pipeline = %pipeline, owner = *owner, epoch = *epoch, "assigning pipeline");
         }
-        if let Err(e) = node.write_local(command).await {
+        let node = node.clone();
+        proposals.spawn(async move { node.write_local(command).await });
+    }
+    while let Some(done) = proposals.join_next().await {
+        if let Ok(Err(e)) = done {
             debug!(error = %e, "scheduler proposal failed");
-            break;
         }
     }
 }
