@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use capstan_tests::cluster::{idle_definition, Cluster};
+use capstan_tests::cluster::{capstan_binary, idle_definition, Cluster};
 use capstan_tests::{mysql, unique_name};
 use load_common::*;
 use mysql_async::prelude::*;
@@ -180,6 +180,33 @@ async fn a_streaming_pipeline_moves_to_another_worker_without_a_gap() {
         .unwrap();
 }
 
+/// One run of the `capstan` CLI: its exit status must be 0.
+struct CliRun {
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Debug for CliRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "--- stdout\n{}--- stderr\n{}", self.stdout, self.stderr)
+    }
+}
+
+fn cli(args: &[&str]) -> CliRun {
+    let out = std::process::Command::new(capstan_binary().expect("capstan built"))
+        .args(args)
+        .env_remove("CAPSTAN_URL")
+        .env_remove("CAPSTAN_TOKEN")
+        .output()
+        .expect("run capstan");
+    let run = CliRun {
+        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
+        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+    };
+    assert!(out.status.success(), "{args:?}: {run:?}");
+    run
+}
+
 /// `(owner, move_to, epoch)` of every pipeline in `names` as worker `via` sees them.
 fn placement(
     c: &Cluster,
@@ -294,6 +321,25 @@ fn a_rebalance_spreads_nine_pipelines_gathered_on_one_worker() {
         "{b}"
     );
 
+    // the CLI prints the plan
+    let url = c.workers[&3].api();
+    let run = cli(&["cluster", "rebalance", "--url", &url]);
+    assert_eq!(
+        run.stdout,
+        "6 moves planned (dry run; `capstan cluster rebalance --apply` starts them)\n\
+         \x20 r0 node 1 -> node 2\n\
+         \x20 r1 node 1 -> node 3\n\
+         \x20 r2 node 1 -> node 2\n\
+         \x20 r3 node 1 -> node 3\n\
+         \x20 r4 node 1 -> node 2\n\
+         \x20 r5 node 1 -> node 3\n\
+         NODE   BEFORE  AFTER\n\
+         1           9      3\n\
+         2           0      3\n\
+         3           0      3\n",
+        "{run:?}"
+    );
+
     // the dry run: the plan, move by move, and nothing moves
     let (s, plan) = c.send(3, Method::POST, "/cluster/rebalance", None).unwrap();
     assert_eq!(s, 200, "{plan}");
@@ -379,6 +425,30 @@ fn a_rebalance_spreads_nine_pipelines_gathered_on_one_worker() {
         .unwrap();
     assert_eq!((s, &again["moves"]), (200, &json!([])), "{again}");
 
+    // the CLI moves one and waits until its new owner holds it
+    let run = cli(&[
+        "pipeline",
+        "move",
+        "r0",
+        "--to",
+        "3",
+        "--wait",
+        "paused",
+        "--timeout",
+        "30",
+        "--url",
+        &url,
+    ]);
+    assert_eq!(
+        run.stdout,
+        "moving r0 from node 2 to node 3: node 2 stops its runner, then node 3 takes it\n\
+         r0 is paused\n",
+        "{run:?}"
+    );
+    let (owner, move_to, epoch) = placement(&c, 1, &names[..1]).unwrap()["r0"].clone();
+    assert_eq!((owner, move_to), (3, Value::Null));
+    assert!(epoch > placed["r0"].2);
+
     // a worker whose lease expired takes nothing
     c.kill9(3);
     c.wait_until(SETTLE, |c| {
@@ -394,7 +464,7 @@ fn a_rebalance_spreads_nine_pipelines_gathered_on_one_worker() {
         .send(
             1,
             Method::POST,
-            "/pipelines/r0/move",
+            "/pipelines/r6/move",
             Some(&json!({"to": 3})),
         )
         .unwrap();
