@@ -88,11 +88,13 @@ async fn an_owner_cut_off_from_the_cluster_stops_within_its_lease_and_another_ta
          {:?}); its last record arrived {stopped:?} after the cut (lease {LEASE:?}); worker \
          {new_owner} streamed at epoch {new_epoch} {takeover:?} after the cut; converged on \
          leader {leader} {convergence:?} after the heal; {} transactions, {} change events, \
-         0 lost, {} duplicates (replays identified by capstan.position and capstan.record)",
+         0 lost, {} duplicates (replays identified by capstan.position and capstan.record; capstan verify: 0 missing, \
+         extra or differing, each duplicate listed, by kind {:?})",
         healed - cut,
         f.transactions,
         f.events,
-        f.duplicates
+        f.duplicates,
+        f.by_kind
     );
     p.drop_schema().await;
 }
@@ -170,11 +172,13 @@ async fn an_isolated_leader_is_replaced_and_its_pipeline_moves_then_it_rejoins_a
          the cut; worker {new_owner} streamed at epoch {new_epoch} {takeover:?} after the cut; \
          converged on leader {leader} {convergence:?} after the heal, the old leader caught up \
          to index {applied}; {} transactions, {} change events, 0 lost, {} duplicates \
-         (replays identified by capstan.position and capstan.record)",
+         (replays identified by capstan.position and capstan.record; capstan verify: 0 missing, \
+         extra or differing, each duplicate listed, by kind {:?})",
         healed - cut,
         f.transactions,
         f.events,
-        f.duplicates
+        f.duplicates,
+        f.by_kind
     );
     p.drop_schema().await;
 }
@@ -265,11 +269,13 @@ async fn a_leader_that_cannot_reach_the_owner_keeps_the_cluster_writable_and_the
          record arrived {stopped}; {streamed} records in the fault's last 2 s; \
          converged on leader {final_leader}, owner {final_owner} at epoch \
          {final_epoch}, {convergence:?} after the heal; {} transactions, {} change events, \
-         0 lost, {} duplicates (replays identified by capstan.position and capstan.record)",
+         0 lost, {} duplicates (replays identified by capstan.position and capstan.record; capstan verify: 0 missing, \
+         extra or differing, each duplicate listed, by kind {:?})",
         end - cut,
         f.transactions,
         f.events,
-        f.duplicates
+        f.duplicates,
+        f.by_kind
     );
     p.drop_schema().await;
 }
@@ -314,11 +320,13 @@ async fn an_owner_that_cannot_reach_the_leader_stops_within_its_lease_and_the_pi
          ({:?}); the owner's last record arrived {stopped:?} after the cut; worker {new_owner} \
          streamed at epoch {new_epoch} {takeover:?} after the cut; converged on leader \
          {final_leader} {convergence:?} after the heal; {} transactions, {} change events, \
-         0 lost, {} duplicates (replays identified by capstan.position and capstan.record)",
+         0 lost, {} duplicates (replays identified by capstan.position and capstan.record; capstan verify: 0 missing, \
+         extra or differing, each duplicate listed, by kind {:?})",
         healed - cut,
         f.transactions,
         f.events,
-        f.duplicates
+        f.duplicates,
+        f.by_kind
     );
     p.drop_schema().await;
 }

@@ -4,10 +4,12 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use capstan_tests::cluster::{idle_definition, Cluster};
 use capstan_tests::net_lab::NetLab;
+use capstan_tests::verify_run::verify_pipeline;
 use capstan_tests::{kafka, mysql, unique_name, DbEnv, KafkaEnv};
 use mysql_async::prelude::*;
 use reqwest::Method;
@@ -41,6 +43,9 @@ pub struct Figures {
     pub events: usize,
     /// Records read again, each an exact replay identified by its headers.
     pub duplicates: usize,
+    /// The same duplicates as `capstan verify` lists them (by key digest, partition and
+    /// offset), counted by kind.
+    pub by_kind: BTreeMap<String, u64>,
     /// Every record's arrival at the tap.
     pub receipts: Vec<Receipt>,
 }
@@ -192,12 +197,53 @@ impl Partitioned {
         let want = events(&expected);
         let (seen, receipts) = block_in_place(|| tap.finish(want, Duration::from_secs(120)));
         assert_histories(&seen.histories, &expected);
+        let by_kind = block_in_place(|| self.verify(seen.replays));
         Figures {
             transactions,
             events: want,
             duplicates: seen.replays,
+            by_kind,
             receipts,
         }
+    }
+
+    /// `capstan verify`, as a user runs it after the partition (through worker 1's API): the
+    /// topic replays to the table, no row missing, extra or different; every duplicate listed
+    /// by key digest, partition and offset, as many as the tap's `replays`. The duplicates by
+    /// kind.
+    fn verify(&self, replays: usize) -> BTreeMap<String, u64> {
+        let run = verify_pipeline(
+            &self.cluster.workers[&1].api(),
+            "load",
+            &self.db.password,
+            &["--format", "json", "--examples", "100000"],
+        );
+        let t = run.table(&format!("{}.t", self.schema));
+        let mut counts = t.clone();
+        counts["duplicates"]["examples"] = serde_json::Value::Null;
+        for category in ["missing", "extra", "differing", "unreadable"] {
+            assert_eq!(t[category]["count"], 0, "{category}: {counts}");
+        }
+        assert_eq!(run.code, Some(0), "{counts}\n{}", run.stderr);
+        assert_eq!(t["source_rows"], t["topic_keys"], "{counts}");
+        let listed = t["duplicates"]["examples"].as_array().unwrap();
+        assert_eq!(
+            t["duplicates"]["count"].as_u64(),
+            Some(listed.len() as u64),
+            "each duplicate identified: {counts}"
+        );
+        assert_eq!(listed.len(), replays, "the tap's replays: {counts}");
+        let mut kinds = BTreeMap::new();
+        for d in listed {
+            assert!(
+                d["key"].is_string() && d["partition"].is_i64() && d["offset"].is_i64(),
+                "{d}"
+            );
+            *kinds
+                .entry(d["kind"].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+        kinds
     }
 
     /// Places `load` on the worker `choose(leader)` names (moving it there if it is not): the
