@@ -321,22 +321,27 @@ impl Partitioned {
 }
 
 /// Asserts that the owner at `epoch` was publishing when it was cut off at `cut` (a record of
-/// its epoch arrived in the second before) and stopped within its lease (none arrived later
-/// than the lease and [`ARRIVAL_MARGIN`] after the cut): how long after the cut its last
+/// its epoch arrived in the two seconds before) and stopped within its lease (none arrived
+/// later than the lease and [`ARRIVAL_MARGIN`] after the cut): how long after the cut its last
 /// record arrived.
 pub fn stopped_within_lease(receipts: &[Receipt], epoch: u64, cut: Instant) -> Duration {
+    stopped_within(receipts, epoch, cut, LEASE + ARRIVAL_MARGIN)
+}
+
+/// [`stopped_within_lease`] with the bound `bound` after the cut.
+pub fn stopped_within(receipts: &[Receipt], epoch: u64, cut: Instant, bound: Duration) -> Duration {
     let of_epoch: Vec<&Receipt> = receipts.iter().filter(|r| r.epoch == Some(epoch)).collect();
     assert!(
         of_epoch
             .iter()
-            .any(|r| r.at < cut && cut - r.at < Duration::from_secs(1)),
-        "the owner at epoch {epoch} published in the second before the cut"
+            .any(|r| r.at < cut && cut - r.at < Duration::from_secs(2)),
+        "the owner at epoch {epoch} published in the two seconds before the cut"
     );
     let last = of_epoch.iter().map(|r| r.at).max().unwrap();
     let after = last.saturating_duration_since(cut);
     assert!(
-        after <= LEASE + ARRIVAL_MARGIN,
-        "a record of the cut-off owner's epoch {epoch} arrived {after:?} after the cut"
+        after <= bound,
+        "a record of the cut-off owner's epoch {epoch} arrived {after:?} after the cut (bound {bound:?})"
     );
     after
 }
