@@ -115,6 +115,9 @@ impl NetLab {
             run(&["ip", "netns", "add", &ns]);
             lab.namespaces.insert(id, ns.clone());
             let veth = format!("cpv-{subnet}-{id}");
+            // one left by an earlier lab of this subnet whose namespace the kernel has not
+            // freed yet (that happens in the background)
+            let _ = quiet(&["ip", "link", "del", &veth]);
             run(&[
                 "ip", "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &ns,
             ]);
@@ -270,7 +273,9 @@ impl Drop for NetLab {
                 .status();
             let _ = c.wait();
         }
-        for ns in self.namespaces.values() {
+        for (id, ns) in &self.namespaces {
+            // deleting one end deletes the pair at once, not when the kernel frees the namespace
+            let _ = quiet(&["ip", "link", "del", &format!("cpv-{}-{id}", self.subnet)]);
             delete_namespace(ns);
         }
         let _ = quiet(&["ip", "link", "del", &self.bridge]);

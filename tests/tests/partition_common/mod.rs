@@ -62,7 +62,9 @@ pub struct Partitioned {
 }
 
 impl Partitioned {
-    /// The lab, the cluster, the schema and the pipeline streaming; `None` when skipped.
+    /// The lab, the cluster, the schema and the pipeline streaming; `None` when skipped. The
+    /// pipeline's MySQL `server_id` is `server_id` plus the process id modulo 500 (a range of
+    /// its own per scenario, apart from the other tests' replicas).
     pub async fn start(prefix: &str, server_id: u32) -> Option<Partitioned> {
         let db = mysql()?;
         let kafka = kafka()?;
@@ -289,6 +291,30 @@ impl Partitioned {
         created && deleted
     }
 
+    /// The leader a majority of the workers name (whichever it is), if they do.
+    pub fn majority_leader(&self) -> Option<u64> {
+        let named: Vec<u64> = ALL
+            .into_iter()
+            .filter_map(|id| {
+                self.cluster
+                    .get(id, "/cluster")
+                    .and_then(|(_, v)| v["leader"].as_u64())
+            })
+            .collect();
+        named
+            .iter()
+            .copied()
+            .find(|l| named.iter().filter(|m| *m == l).count() * 2 > ALL.len())
+    }
+
+    /// The pipeline's epoch now, as worker 1 reports it.
+    pub fn epoch_now(&self) -> u64 {
+        self.cluster
+            .pipeline_owner(1, "load")
+            .map(|(_, e, _)| e)
+            .expect("the pipeline's status")
+    }
+
     /// Worker `id`'s `last_applied`, as it reports it.
     pub fn last_applied(&self, id: u64) -> Option<u64> {
         self.cluster
@@ -358,6 +384,23 @@ pub fn epochs_within(receipts: &[Receipt], first: u64, last: u64) {
         outside.is_empty(),
         "records of epochs {outside:?} outside {first}..={last}"
     );
+}
+
+/// Asserts that the pipeline `converged` (owner, epoch) after the heal where the takeover
+/// `moved` it, or later: on a loaded machine a lease can lapse after the takeover, an ordinary
+/// failover at a higher epoch (said in the output). The last epoch.
+pub fn settled(converged: (u64, u64), moved: (u64, u64)) -> u64 {
+    assert!(
+        converged == moved || converged.1 > moved.1,
+        "the pipeline went from {moved:?} to {converged:?}"
+    );
+    if converged != moved {
+        eprintln!(
+            "note: the pipeline moved again after the takeover ({moved:?} -> {converged:?}): a \
+             lease lapsed, an ordinary failover"
+        );
+    }
+    converged.1
 }
 
 /// How many records of `epoch` arrived.
