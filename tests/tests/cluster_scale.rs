@@ -404,3 +404,113 @@ fn bench_two_hundred_pipelines_and_five_thousand_tables() {
     println!("at the end: {}", memory(&c));
     println!("whole run {:.1}s", began.elapsed().as_secs_f64());
 }
+
+/// One live pipeline over 5,000 real tables: a schema of 5,000 empty tables on the dev MySQL
+/// (dropped after), a pipeline with `snapshot: initial` over all of them, resumed; the time
+/// until it streams (the snapshot has begun with 5,000 tables and completed each), its owner's
+/// memory, and a row inserted into the last table arriving as the status's `rows_total`.
+#[test]
+#[ignore = "benchmark: run with --ignored --nocapture"]
+fn bench_a_live_pipeline_over_five_thousand_tables() {
+    let Some(db) = capstan_tests::mysql() else {
+        return;
+    };
+    let Some(kafka) = capstan_tests::kafka() else {
+        return;
+    };
+    let began = Instant::now();
+    let ddl: String = (0..WIDE_TABLES)
+        .map(|t| format!("CREATE TABLE `{{schema}}`.t{t:04} (id INT PRIMARY KEY, v INT);"))
+        .collect();
+    let live = capstan_tests::live_pipeline::LiveSchema::create(db, "scale5k", &ddl);
+    println!(
+        "created {WIDE_TABLES} tables in {:.1}s",
+        began.elapsed().as_secs_f64()
+    );
+    let Some(c) = Cluster::start(3) else {
+        live.sql("DROP DATABASE `{schema}`");
+        return;
+    };
+    c.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
+    let db = &live.db;
+    let tables: Vec<String> = (0..WIDE_TABLES)
+        .map(|t| format!("{}.t{t:04}", live.name))
+        .collect();
+    let definition = json!({
+        "name": "wide",
+        "source": {
+            "host": db.host, "port": db.port, "user": db.user, "password": db.password,
+            "tls": {"mode": "verify_none"}, "server_id": 7600 + (std::process::id() % 300),
+            "flavor": "mysql"
+        },
+        "tables": {"include": tables},
+        "snapshot": {"mode": "initial"},
+        "kafka": {"bootstrap_servers": kafka.bootstrap_servers(), "topic_prefix": "wide"},
+        "start_position": "current"
+    });
+    let resumed = Instant::now();
+    let name = c.create_running(1, &definition);
+    // bounded: CAPSTAN_SCALE_SNAPSHOT_SECS (600 by default), then the progress is reported
+    let budget = std::env::var("CAPSTAN_SCALE_SNAPSHOT_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
+    let streaming = c.wait_until(Duration::from_secs(budget), |c| {
+        let st = c.pipeline_status(1, &name)?;
+        (st["state"] == "streaming").then_some(st)
+    });
+    let Some(st) = streaming else {
+        let st = c.pipeline_status(1, &name).unwrap_or_default();
+        let done = st["snapshot"].as_array().map_or(0, |t| {
+            t.iter().filter(|t| t["status"] == "complete").count()
+        });
+        let took = resumed.elapsed().as_secs_f64();
+        println!(
+            "not streaming within {budget} s: state {}, {done} of {WIDE_TABLES} tables complete \
+             after {took:.0}s = {:.1} tables/s; {}",
+            st["state"],
+            done as f64 / took,
+            memory(&c)
+        );
+        drop(c);
+        live.sql("DROP DATABASE `{schema}`");
+        assert!(done > 0, "no table of the snapshot completed");
+        return;
+    };
+    let owner = st["owner"].as_u64().unwrap();
+    let complete = st["snapshot"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["status"] == "complete")
+        .count();
+    println!(
+        "streaming {:.1}s after the resume, owner {owner}, {complete} of {} tables complete",
+        resumed.elapsed().as_secs_f64(),
+        st["snapshot"].as_array().unwrap().len()
+    );
+    assert_eq!(complete, WIDE_TABLES);
+    live.sql("INSERT INTO `{schema}`.t4999 VALUES (1, 1)");
+    let inserted = Instant::now();
+    let rows = c.wait_until(SETTLE, |c| {
+        let st = c.pipeline_status(owner, &name)?;
+        (st["rows_total"].as_u64()? >= 1).then_some(st["rows_total"].clone())
+    });
+    println!(
+        "a row in the last table published after {:.2}s (rows_total {rows:?})",
+        inserted.elapsed().as_secs_f64()
+    );
+    println!("{}", memory(&c));
+    for id in [1, 2, 3] {
+        let file = c.data_dir(id).join("raft").join("snapshot.capstan");
+        let bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+        println!(
+            "worker {id}: snapshot file {:.2} MiB",
+            bytes as f64 / (1 << 20) as f64
+        );
+    }
+    drop(c);
+    live.sql("DROP DATABASE `{schema}`");
+    println!("whole run {:.1}s", began.elapsed().as_secs_f64());
+    assert!(rows.is_some(), "the row never arrived");
+}
