@@ -393,6 +393,75 @@ async fn model_offsets_record_from_an_earlier_life_is_ignored() {
     offsets_record_from_an_earlier_life_is_ignored(&MemoryTransactionalLog::new(1)).await;
 }
 
+/// A source transaction handed out in slices goes into one Kafka transaction: its parts are
+/// invisible to a read_committed consumer until the batch that ends it commits with the
+/// offsets record; an owner that dies between parts leaves nothing of it visible, and the
+/// next owner resumes before it.
+///
+/// `reads_while_open`: the model answers a read_committed read below an open transaction; the
+/// real reader waits for the end of the partition, which an open transaction holds back.
+async fn a_sliced_source_transaction_commits_whole_or_not_at_all<L>(log: &L, reads_while_open: bool)
+where
+    L: TransactionalLog + CommittedView,
+{
+    let names = Names::new("sliced");
+    let builder = common::builder(&names.prefix);
+    let (mut a, _) = ExactlyOncePublisher::open(log, names.owner(1), checkpoint(0))
+        .await
+        .unwrap();
+    // tx 1 whole; tx 2 in three parts of 4 rows
+    a.publish(
+        &common::records_of(&builder, &common::insert_tx(1, 1, 2), 1),
+        &checkpoint(1),
+    )
+    .await
+    .unwrap();
+    let tx2 = common::records_of(&builder, &common::insert_tx(2, 10, 12), 1);
+    a.publish_part(&tx2[..4]).await.unwrap();
+    a.publish_part(&tx2[4..8]).await.unwrap();
+    if reads_while_open {
+        assert_eq!(
+            gnos(&committed_ids(log, &names.data_topic()).await),
+            BTreeMap::from([(1, 2)]),
+            "parts are not visible before the end of their source transaction"
+        );
+    }
+    a.publish(&tx2[8..], &checkpoint(2)).await.unwrap();
+    assert_eq!(
+        gnos(&committed_ids(log, &names.data_topic()).await),
+        BTreeMap::from([(1, 2), (2, 12)])
+    );
+    // tx 3: two parts, then the owner dies
+    let tx3 = common::records_of(&builder, &common::insert_tx(3, 30, 6), 1);
+    a.publish_part(&tx3[..3]).await.unwrap();
+    a.publish_part(&tx3[3..5]).await.unwrap();
+    drop(a);
+    let (mut b, plan) = ExactlyOncePublisher::open(log, names.owner(2), checkpoint(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        plan.checkpoint,
+        checkpoint(2),
+        "resumes after tx 2, before tx 3"
+    );
+    assert!(matches!(plan.source, CheckpointSource::Kafka));
+    // the replay of tx 3, whole, by the new owner
+    let replay = common::records_of(&builder, &common::insert_tx(3, 30, 6), 2);
+    b.publish_part(&replay[..3]).await.unwrap();
+    b.publish(&replay[3..], &checkpoint(3)).await.unwrap();
+    assert_eq!(
+        gnos(&committed_ids(log, &names.data_topic()).await),
+        BTreeMap::from([(1, 2), (2, 12), (3, 6)]),
+        "each row once: the dead owner's parts never show"
+    );
+}
+
+#[tokio::test]
+async fn model_a_sliced_source_transaction_commits_whole_or_not_at_all() {
+    a_sliced_source_transaction_commits_whole_or_not_at_all(&MemoryTransactionalLog::new(3), true)
+        .await;
+}
+
 /// The dev services' real broker: every scenario above on Apache Kafka.
 fn real_log() -> Option<KafkaTransactionalLog> {
     let bootstrap = common::real_kafka()?;
@@ -418,4 +487,5 @@ async fn real_broker_contract() {
     let ids = committed_ids(&log, &names.data_topic()).await;
     assert_eq!(gnos(&ids), BTreeMap::from([(1, 1), (2, 1), (3, 1)]));
     offsets_record_from_an_earlier_life_is_ignored(&log).await;
+    a_sliced_source_transaction_commits_whole_or_not_at_all(&log, false).await;
 }

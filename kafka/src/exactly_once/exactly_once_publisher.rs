@@ -31,6 +31,17 @@
 //! with a zombie's last commit and could resume from a checkpoint one batch too old (a
 //! duplicate).
 //!
+//! # A source transaction larger than memory
+//!
+//! The records of a source transaction handed out in slices go into one Kafka transaction:
+//! [`ExactlyOncePublisher::publish_part`] begins it (if it is not open yet) and sends a part,
+//! and the [`publish`](ExactlyOncePublisher::publish) of the batch that ends the source
+//! transaction sends the rest and the offsets record and commits. A read_committed consumer
+//! sees the whole source transaction or nothing of it; an owner that dies in the middle
+//! leaves the Kafka transaction open, and the next owner's `init_transactions` aborts it. The
+//! whole source transaction must be published within the transaction timeout. (The runner does
+//! not hand exactly-once pipelines their transactions in slices yet: see `PipelineRunner`.)
+//!
 //! # Failures
 //!
 //! A failed batch is aborted (best effort; if the abort fails too, the broker aborts it on
@@ -66,6 +77,15 @@ pub struct ExactlyOncePublisher<P: TransactionalProducer> {
     offsets_topic: String,
     incarnation: Option<String>,
     fenced: bool,
+    /// A Kafka transaction is open (between batches: it holds parts of a source transaction
+    /// handed out in slices).
+    open: bool,
+    /// The open transaction holds parts of a source transaction.
+    holds_parts: bool,
+    /// Parts of a source transaction were aborted: the rest of it must not be published
+    /// alone, so this publisher publishes nothing more (its runner replays the source
+    /// transaction from the checkpoint with a new one).
+    parts_aborted: bool,
     step_hook: Option<fn(PublishStep)>,
 }
 
@@ -141,6 +161,9 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
                 offsets_topic: owner.offsets_topic.to_string(),
                 incarnation: owner.incarnation.map(str::to_string),
                 fenced: false,
+                open: false,
+                holds_parts: false,
+                parts_aborted: false,
                 step_hook: None,
             },
             plan,
@@ -154,9 +177,7 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
         records: &[KafkaRecord],
         checkpoint: &Checkpoint,
     ) -> Result<(), SinkError> {
-        if self.fenced {
-            return Err(SinkError::ProducerFenced);
-        }
+        self.usable()?;
         let offsets = OffsetsRecord {
             version: OFFSETS_RECORD_VERSION,
             pipeline: self.pipeline.clone(),
@@ -165,8 +186,45 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
             incarnation: self.incarnation.clone(),
         }
         .to_record(&self.offsets_topic)?;
-        let result = self.transaction(records, offsets).await;
-        if let Err(e) = &result {
+        let result = self.transaction(records, Some(offsets)).await;
+        self.failed(&result).await;
+        result
+    }
+
+    /// Sends `records`, a part of a source transaction handed out in slices, inside the Kafka
+    /// transaction that will carry the rest of it (begun here if it is not open yet). `Ok`
+    /// means acknowledged inside the open transaction, not committed: the caller must not
+    /// checkpoint it. The `publish` of the batch that ends the source transaction commits it.
+    pub async fn publish_part(&mut self, records: &[KafkaRecord]) -> Result<(), SinkError> {
+        self.usable()?;
+        self.holds_parts = true;
+        let result = self.transaction(records, None).await;
+        self.failed(&result).await;
+        result
+    }
+
+    /// Refuses a publish once fenced, or once parts of a source transaction were aborted.
+    fn usable(&self) -> Result<(), SinkError> {
+        if self.fenced {
+            return Err(SinkError::ProducerFenced);
+        }
+        if self.parts_aborted {
+            return Err(SinkError::TransactionFailed {
+                kafka_code: "sliced_transaction_aborted".into(),
+                retriable: true,
+            });
+        }
+        Ok(())
+    }
+
+    /// After a failed step: a fenced publisher stops for good; otherwise the open transaction
+    /// is aborted (nothing of it becomes visible) and the next batch begins a new one.
+    async fn failed(&mut self, result: &Result<(), SinkError>) {
+        if let Err(e) = result {
+            // parts of a source transaction are lost with the transaction that held them
+            self.parts_aborted |= self.holds_parts;
+            self.holds_parts = false;
+            self.open = false;
             if *e == SinkError::ProducerFenced {
                 self.fenced = true;
             } else if let Err(abort) = self.producer.abort().await {
@@ -177,25 +235,34 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
                 }
             }
         }
-        result
     }
 
+    /// Sends `records` in the open transaction (begun first if none is), then, with
+    /// `offsets`, the offsets record, and commits.
     async fn transaction(
         &mut self,
         records: &[KafkaRecord],
-        offsets: KafkaRecord,
+        offsets: Option<KafkaRecord>,
     ) -> Result<(), SinkError> {
         let hook = self.step_hook.unwrap_or(|_| {});
-        self.producer.begin().await?;
+        if !self.open {
+            self.producer.begin().await?;
+            self.open = true;
+        }
         self.producer.send(records).await?;
         // a batch may carry no rows (only a position to record, when the transactions it read
         // touched no captured table): there are none to be acknowledged then
         if !records.is_empty() {
             hook(PublishStep::RowsSent);
         }
+        let Some(offsets) = offsets else {
+            return Ok(());
+        };
         self.producer.send(std::slice::from_ref(&offsets)).await?;
         hook(PublishStep::OffsetsSent);
         self.producer.commit().await?;
+        self.open = false;
+        self.holds_parts = false;
         hook(PublishStep::Committed);
         Ok(())
     }

@@ -53,16 +53,13 @@ impl RunnerSink {
     }
 
     /// Publishes the records of a part of a transaction the source hands out in slices,
-    /// without moving the checkpoint. At-least-once only: an exactly-once pipeline holds every
-    /// transaction whole (its slice budget is off), since its Kafka transaction commits the
-    /// offsets record with each batch.
+    /// without moving the checkpoint. At-least-once: acknowledged; exactly-once: acknowledged
+    /// inside the Kafka transaction that the batch ending the source transaction commits
+    /// (with the offsets record), so a consumer sees the whole source transaction or nothing.
     pub async fn publish_part(&mut self, records: Vec<KafkaRecord>) -> Result<(), SinkError> {
         match self {
             RunnerSink::AtLeastOnce(p, in_flight) => publish_now(p, in_flight, records).await,
-            RunnerSink::ExactlyOnce(..) => Err(SinkError::TransactionFailed {
-                kafka_code: "sliced_transaction_unsupported".into(),
-                retriable: false,
-            }),
+            RunnerSink::ExactlyOnce(p, _) => p.publish_part(&records).await,
         }
     }
 
