@@ -6,6 +6,11 @@
 //!
 //! Before slicing, the owner held the whole transaction decoded and then every record of it:
 //! about 2.5 KiB per row change, 5 GB for this one.
+//!
+//! The exactly-once variant (ignored until the runner slices exactly-once transactions) asks
+//! more: the slices in one Kafka transaction, committed with the offsets record after the last
+//! one, so a read_committed consumer sees none of the killed owner's records and every row's
+//! update exactly once from the new owner.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -14,6 +19,7 @@ mod load_common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use capstan_core::position::{Flavor, Position};
 use capstan_tests::cluster::Cluster;
 use capstan_tests::live_pipeline::LiveSchema;
 use capstan_tests::{kafka, mysql, unique_name};
@@ -55,6 +61,27 @@ fn header<'m>(m: &'m rdkafka::message::BorrowedMessage<'_>, name: &str) -> &'m s
 
 #[test]
 fn a_two_million_row_transaction_streams_in_slices_under_the_memory_budget_across_a_kill() {
+    two_million_rows_in_one_transaction("at_least_once");
+}
+
+/// Not yet: exactly-once pipelines still hold a transaction whole (see the runner); in its
+/// first live run with slices the new owner did not finish the replay in 15 minutes.
+#[test]
+#[ignore = "exactly-once slicing is not wired into the runner yet"]
+fn exactly_once_a_two_million_row_transaction_commits_whole_under_the_memory_budget_across_a_kill()
+{
+    two_million_rows_in_one_transaction("exactly_once");
+}
+
+/// The two modes run one after the other: each asserts that the checkpoint stays where it was
+/// while its transaction streams, which the other's writes to the same server would move.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn two_million_rows_in_one_transaction(delivery: &str) {
+    let _serial = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let exactly_once = delivery == "exactly_once";
     let Some(db) = mysql() else { return };
     let Some(kafka) = kafka() else { return };
     let bootstrap = kafka.bootstrap_servers().to_string();
@@ -75,15 +102,25 @@ fn a_two_million_row_transaction_streams_in_slices_under_the_memory_budget_acros
     };
     let leader = cluster.wait_for_leader(&[1, 2, 3], SETTLE).expect("leader");
     let prefix = unique_name("lt");
-    let server_id = 8100 + std::process::id() % 90;
-    let definition = live.definition("lt", "mysql", server_id, "t", &bootstrap, &prefix);
+    let server_id = if exactly_once { 8200 } else { 8100 } + std::process::id() % 90;
+    let mut definition = live.definition("lt", "mysql", server_id, "t", &bootstrap, &prefix);
+    definition["kafka"]["delivery"] = delivery.into();
+    if exactly_once {
+        // the whole source transaction is one Kafka transaction: it must commit within this
+        // (a debug build on a loaded machine publishes it in minutes)
+        definition["kafka"]["transaction_timeout_ms"] = 600_000.into();
+    }
     let (first, first_epoch) = cluster.create_streaming(leader, &definition, SETTLE);
-    let checkpoint_before = cluster.pipeline_status(leader, "lt").unwrap()["position"].clone();
 
     live.sql("UPDATE `{schema}`.t SET v = v + 1");
     // the topic exists once the first slice is published
     let topic = format!("{prefix}.{}.t", live.name);
-    let consumer = consumer_from_start_when_created(&bootstrap, &topic);
+    let isolation = if exactly_once {
+        "read_committed"
+    } else {
+        "read_uncommitted"
+    };
+    let consumer = consumer_from_start_when_created(&bootstrap, &topic, isolation);
     let partitions: Vec<i32> = consumer
         .fetch_metadata(Some(&topic), Duration::from_secs(10))
         .unwrap()
@@ -93,7 +130,14 @@ fn a_two_million_row_transaction_streams_in_slices_under_the_memory_budget_acros
         .map(|p| p.id())
         .collect();
     let deadline = Instant::now() + PUBLISH_TIMEOUT;
-    while records_in(&consumer, &topic, &partitions) < KILL_AFTER {
+    // exactly-once sends a slice without waiting for the fence check of each record: it is
+    // killed earlier, to be sure it dies before its commit
+    let kill_after = if exactly_once {
+        KILL_AFTER / 3
+    } else {
+        KILL_AFTER
+    };
+    while records_in(&consumer, &topic, &partitions) < kill_after {
         assert!(
             Instant::now() < deadline,
             "the first owner published too little"
@@ -101,17 +145,22 @@ fn a_two_million_row_transaction_streams_in_slices_under_the_memory_budget_acros
         std::thread::sleep(Duration::from_millis(100));
     }
     let first_rss = cluster.peak_rss_bytes(first).expect("the owner runs");
-    // the checkpoint does not move inside the transaction
-    assert_eq!(
-        cluster.pipeline_status(leader, "lt").unwrap()["position"],
-        checkpoint_before
-    );
+    let checkpoint_at_kill = cluster.pipeline_status(leader, "lt").unwrap()["position"].clone();
     cluster.kill9(first);
     // what the first owner landed (the new owner needs a lease to pass before it publishes)
     std::thread::sleep(Duration::from_millis(300));
     let published_by_first = records_in(&consumer, &topic, &partitions);
+    // the checkpoint had not moved into the transaction (other transactions on the server may
+    // move it up to the update, not past it)
+    let update = update_gtid(&bootstrap, &topic);
     assert!(
-        published_by_first < ROWS as i64,
+        !covers(&checkpoint_at_kill, &update),
+        "the checkpoint moved past the update while it streamed"
+    );
+    // at-least-once: killed in the middle of the transaction; exactly-once: before its commit
+    // (all of its records may have been sent: none of them shows, as checked below)
+    assert!(
+        exactly_once || published_by_first < ROWS as i64,
         "killed in the middle of the transaction"
     );
     let via = [1, 2, 3].into_iter().find(|&w| w != first).unwrap();
@@ -135,7 +184,7 @@ fn a_two_million_row_transaction_streams_in_slices_under_the_memory_budget_acros
     }
     second_rss = second_rss.max(cluster.peak_rss_bytes(second).unwrap_or(0));
     eprintln!(
-        "peak rss: first owner {} MiB (killed after {published_by_first} records), new owner {} MiB",
+        "{delivery}: peak rss: first owner {} MiB (killed after {published_by_first} records), new owner {} MiB",
         first_rss >> 20,
         second_rss >> 20
     );
@@ -150,17 +199,21 @@ fn a_two_million_row_transaction_streams_in_slices_under_the_memory_budget_acros
         second_rss >> 20
     );
 
-    // every row's update from the new owner, exactly once, numbered 0..ROWS in order
+    // every row's update from the new owner, exactly once, numbered 0..ROWS in order (and,
+    // exactly-once, nothing of the killed owner's open transaction)
+    let want_read = if exactly_once {
+        ROWS as i64
+    } else {
+        want_total
+    };
     let mut records = BTreeSet::new();
     let mut keys = BTreeSet::new();
     let (mut from_first, mut other) = (0u64, 0u64);
     let mut seen = 0i64;
+    let mut later_epochs = BTreeSet::new();
     let read_deadline = Instant::now() + Duration::from_secs(600);
-    while seen < want_total {
-        assert!(
-            Instant::now() < read_deadline,
-            "read {seen} of {want_total}"
-        );
+    while seen < want_read {
+        assert!(Instant::now() < read_deadline, "read {seen} of {want_read}");
         let Some(Ok(m)) = consumer.poll(Duration::from_millis(500)) else {
             continue;
         };
@@ -170,9 +223,14 @@ fn a_two_million_row_transaction_streams_in_slices_under_the_memory_budget_acros
             from_first += 1;
             continue;
         }
-        if epoch != second_epoch {
+        // exactly-once: whichever owner commits the transaction (a later one, if ownership
+        // moves again on a loaded machine), each row's update is there exactly once
+        if epoch != second_epoch && !(exactly_once && epoch > second_epoch) {
             other += 1;
             continue;
+        }
+        if epoch != second_epoch {
+            later_epochs.insert(epoch);
         }
         let record: u64 = header(&m, "capstan.record").parse().unwrap();
         assert!(records.insert(record), "record {record} twice");
@@ -180,7 +238,19 @@ fn a_two_million_row_transaction_streams_in_slices_under_the_memory_budget_acros
         keys.insert(key["id"].as_u64().unwrap());
     }
     assert_eq!(other, 0, "records of a third epoch");
-    assert_eq!(from_first as i64, published_by_first);
+    if !later_epochs.is_empty() {
+        eprintln!("{delivery}: committed by a later owner, epochs {later_epochs:?}");
+    }
+    if exactly_once {
+        assert_eq!(from_first, 0, "the killed owner's open transaction showed");
+        // and nothing more comes: the aborted records stay invisible
+        assert!(
+            !matches!(consumer.poll(Duration::from_secs(3)), Some(Ok(_))),
+            "a record beyond the new owner's"
+        );
+    } else {
+        assert_eq!(from_first as i64, published_by_first);
+    }
     assert_eq!(records.len() as u64, ROWS);
     assert_eq!(records.first(), Some(&0));
     assert_eq!(records.last(), Some(&(ROWS - 1)));
@@ -188,8 +258,7 @@ fn a_two_million_row_transaction_streams_in_slices_under_the_memory_budget_acros
     assert_eq!(keys.last(), Some(&(ROWS - 1)));
     // the checkpoint moved past the transaction once its last part was acknowledged
     let moved = cluster.wait_until(SETTLE, |c| {
-        let now = c.pipeline_status(via, "lt")?["position"].clone();
-        (now != checkpoint_before).then_some(())
+        covers(&c.pipeline_status(via, "lt")?["position"], &update).then_some(())
     });
     assert!(
         moved.is_some(),
@@ -197,8 +266,30 @@ fn a_two_million_row_transaction_streams_in_slices_under_the_memory_budget_acros
     );
 }
 
+/// The update's GTID, from the `capstan.position` header of the first record on the topic
+/// (read uncommitted: exactly-once, it is still inside an open Kafka transaction).
+fn update_gtid(bootstrap: &str, topic: &str) -> Position {
+    let peek = consumer_from_start(bootstrap, topic, "read_uncommitted");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no record to read the update's gtid from"
+        );
+        if let Some(Ok(m)) = peek.poll(Duration::from_millis(500)) {
+            return Position::parse(Flavor::Mysql, header(&m, "capstan.position")).unwrap();
+        }
+    }
+}
+
+/// True when the status `position` (a MySQL GTID set) covers `gtid`.
+fn covers(position: &Value, gtid: &Position) -> bool {
+    let set = Position::parse(Flavor::Mysql, position.as_str().unwrap()).unwrap();
+    gtid.is_subset(&set)
+}
+
 /// A consumer of `topic` from its start, once the topic exists.
-fn consumer_from_start_when_created(bootstrap: &str, topic: &str) -> BaseConsumer {
+fn consumer_from_start_when_created(bootstrap: &str, topic: &str, isolation: &str) -> BaseConsumer {
     let deadline = Instant::now() + PUBLISH_TIMEOUT;
     loop {
         let probe: BaseConsumer = rdkafka::ClientConfig::new()
@@ -214,7 +305,7 @@ fn consumer_from_start_when_created(bootstrap: &str, topic: &str) -> BaseConsume
                     .is_some_and(|t| t.error().is_none() && !t.partitions().is_empty())
             });
         if exists {
-            return consumer_from_start(bootstrap, topic, "read_uncommitted");
+            return consumer_from_start(bootstrap, topic, isolation);
         }
         assert!(Instant::now() < deadline, "the topic was never created");
         std::thread::sleep(Duration::from_millis(500));
