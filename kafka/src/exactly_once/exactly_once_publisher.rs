@@ -63,7 +63,8 @@ pub enum PublishStep {
     /// The batch's rows are acknowledged inside the open transaction (not reported for a
     /// batch without rows).
     RowsSent,
-    /// The offsets record is acknowledged too; the transaction is not yet committed.
+    /// The offsets record is acknowledged too; the transaction is not yet committed (not
+    /// reported for a transaction without rows, so a crash here always leaves rows to abort).
     OffsetsSent,
     /// The transaction committed; the caller has not yet recorded it in Raft.
     Committed,
@@ -259,7 +260,9 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
             return Ok(());
         };
         self.producer.send(std::slice::from_ref(&offsets)).await?;
-        hook(PublishStep::OffsetsSent);
+        if !records.is_empty() || self.holds_parts {
+            hook(PublishStep::OffsetsSent);
+        }
         self.producer.commit().await?;
         self.open = false;
         self.holds_parts = false;
