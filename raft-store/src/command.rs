@@ -306,6 +306,12 @@ pub enum DesiredState {
 }
 
 impl DesiredState {
+    /// True when the pipeline needs an owner (`running` or `paused`): the scheduler places it
+    /// and it counts on its owner's load.
+    pub fn wants_owner(self) -> bool {
+        matches!(self, DesiredState::Running | DesiredState::Paused)
+    }
+
     /// The state's name as users write it.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -116,7 +116,7 @@ fn counted<'a>(
 ) -> impl Iterator<Item = (&'a str, NodeId, Option<(DesiredState, bool)>)> + 'a {
     state.pipelines().iter().filter_map(move |(name, record)| {
         let desired = record.desired_state();
-        if !matches!(desired, DesiredState::Running | DesiredState::Paused) {
+        if !desired.wants_owner() {
             return None;
         }
         let owner = record.owner().filter(|o| live.contains(o))?;

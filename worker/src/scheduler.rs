@@ -16,18 +16,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use capstan_raft_store::{ClusterState, Command, DesiredState, NodeId};
+use capstan_raft_store::{ClusterState, Command, NodeId};
 
 /// The commands that bring ownership in line with the live workers.
 pub fn plan(state: &ClusterState, live: &BTreeSet<NodeId>) -> Vec<Command> {
     if live.is_empty() {
         return Vec::new();
     }
-    let wants_owner = |d: DesiredState| matches!(d, DesiredState::Running | DesiredState::Paused);
     let mut load: BTreeMap<NodeId, usize> = live.iter().map(|&n| (n, 0)).collect();
     for record in state.pipelines().values() {
         if let Some(owner) = record.owner() {
-            if wants_owner(record.desired_state()) {
+            if record.desired_state().wants_owner() {
                 if let Some(l) = load.get_mut(&owner) {
                     *l += 1;
                 }
@@ -36,7 +35,7 @@ pub fn plan(state: &ClusterState, live: &BTreeSet<NodeId>) -> Vec<Command> {
     }
     let mut commands = Vec::new();
     for (name, record) in state.pipelines() {
-        if !wants_owner(record.desired_state()) {
+        if !record.desired_state().wants_owner() {
             continue;
         }
         if record.owner().is_some_and(|o| live.contains(&o)) {
@@ -66,7 +65,7 @@ pub fn plan(state: &ClusterState, live: &BTreeSet<NodeId>) -> Vec<Command> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capstan_raft_store::{Response, SpecJson};
+    use capstan_raft_store::{DesiredState, Response, SpecJson};
 
     fn state_with(pipelines: &[(&str, DesiredState, Option<NodeId>)]) -> ClusterState {
         let mut s = ClusterState::new();
