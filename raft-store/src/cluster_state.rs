@@ -310,6 +310,28 @@ impl ClusterState {
                 record.snapshot.insert(table, progress);
                 Response::Applied
             }
+            Command::ReviseSnapshotTables {
+                pipeline,
+                epoch,
+                snapshot,
+                forget,
+            } => {
+                let (record, _) = match self.owned_record(&pipeline, epoch) {
+                    Ok(owned) => owned,
+                    Err(rejection) => return rejection,
+                };
+                for table in forget {
+                    record.snapshot.remove(&table);
+                }
+                for (table, rows_estimated) in snapshot {
+                    let progress = TableProgress {
+                        rows_estimated,
+                        ..TableProgress::pending()
+                    };
+                    record.snapshot.insert(table, progress);
+                }
+                Response::Applied
+            }
             Command::ReportStatus {
                 pipeline,
                 epoch,

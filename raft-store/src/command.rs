@@ -153,6 +153,20 @@ pub enum Command {
         #[serde(default)]
         rows_estimated: u64,
     },
+    /// Owner write: change the snapshot's table set without moving the checkpoint (a table
+    /// added to or removed from a running pipeline's capture list). Each table of `snapshot`
+    /// becomes `pending` (snapshotted from its first key, woven into the stream from the
+    /// checkpoint on, as the initial snapshot is from P0); each of `forget` loses its progress.
+    ReviseSnapshotTables {
+        /// Pipeline name.
+        pipeline: String,
+        /// The writer's ownership epoch.
+        epoch: Epoch,
+        /// Tables to snapshot from the start (`schema.table`), with their estimated row count.
+        snapshot: Vec<(String, u64)>,
+        /// Tables no longer captured (`schema.table`).
+        forget: Vec<String>,
+    },
     /// Owner write: report what the runner is doing.
     ReportStatus {
         /// Pipeline name.
@@ -250,6 +264,7 @@ impl Command {
             | Command::CommitCheckpoint { pipeline, .. }
             | Command::BeginSnapshot { pipeline, .. }
             | Command::CommitSnapshotProgress { pipeline, .. }
+            | Command::ReviseSnapshotTables { pipeline, .. }
             | Command::ReportStatus { pipeline, .. }
             | Command::ResetOffsets { pipeline, .. }
             | Command::MovePipeline { pipeline, .. }
@@ -264,6 +279,7 @@ impl Command {
             Command::CommitCheckpoint { epoch, .. }
             | Command::BeginSnapshot { epoch, .. }
             | Command::CommitSnapshotProgress { epoch, .. }
+            | Command::ReviseSnapshotTables { epoch, .. }
             | Command::ReportStatus { epoch, .. }
             | Command::ReleasePipeline { epoch, .. } => Some(*epoch),
             _ => None,
@@ -282,6 +298,7 @@ impl Command {
             Command::CommitCheckpoint { .. } => "commit_checkpoint",
             Command::BeginSnapshot { .. } => "begin_snapshot",
             Command::CommitSnapshotProgress { .. } => "commit_snapshot_progress",
+            Command::ReviseSnapshotTables { .. } => "revise_snapshot_tables",
             Command::ReportStatus { .. } => "report_status",
             Command::ResetOffsets { .. } => "reset_offsets",
             Command::MovePipeline { .. } => "move_pipeline",

@@ -280,6 +280,85 @@ fn begin_snapshot_seeds_the_floor_and_pending_tables_fenced_by_epoch() {
 }
 
 #[test]
+fn revise_snapshot_tables_adds_pending_and_forgets_keeping_the_checkpoint_fenced_by_epoch() {
+    let mut state = ClusterState::new();
+    create(&mut state, "p");
+    assign(&mut state, "p", 1, 1);
+    let p0 = gtids(&format!("{UUID}:1-5"));
+    let begin = Command::BeginSnapshot {
+        pipeline: "p".into(),
+        epoch: 1,
+        position: p0,
+        tables: vec![("shop.a".into(), 7), ("shop.b".into(), 3)],
+    };
+    assert_eq!(state.apply(begin), Response::Applied);
+    let done = Command::CommitSnapshotProgress {
+        pipeline: "p".into(),
+        epoch: 1,
+        table: "shop.a".into(),
+        pk_cursor: Some(KeyBytes::new(vec![9])),
+        delivered_pk: Some(KeyBytes::new(vec![9])),
+        status: SnapshotTableStatus::Complete,
+        rows_done: 7,
+        rows_estimated: 7,
+    };
+    assert_eq!(state.apply(done.clone()), Response::Applied);
+    assert_eq!(
+        checkpoint(&mut state, "p", 1, &format!("{UUID}:1-20")),
+        Response::Applied
+    );
+    let revise = |epoch| Command::ReviseSnapshotTables {
+        pipeline: "p".into(),
+        epoch,
+        snapshot: vec![("shop.c".into(), 40)],
+        forget: vec!["shop.b".into()],
+    };
+    assert!(state.apply(revise(0)).is_fenced());
+    assert_eq!(state.pipeline("p").unwrap().snapshot_progress().len(), 2);
+    assert_eq!(state.apply(revise(1)), Response::Applied);
+    let record = state.pipeline("p").unwrap();
+    // the stream goes on from where it was: the new table is woven in from the checkpoint
+    assert_eq!(record.checkpoint(), Some(&gtids(&format!("{UUID}:1-20"))));
+    let names: Vec<&str> = record
+        .snapshot_progress()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names, ["shop.a", "shop.c"]);
+    let a = record.table_progress("shop.a").unwrap();
+    assert_eq!((a.status, a.rows_done), (SnapshotTableStatus::Complete, 7));
+    let c = record.table_progress("shop.c").unwrap();
+    assert_eq!(
+        (
+            c.status,
+            c.rows_estimated,
+            c.pk_cursor.clone(),
+            c.delivered_pk.clone()
+        ),
+        (SnapshotTableStatus::Pending, 40, None, None)
+    );
+    // a complete table named again is snapshotted again from its first key
+    let again = Command::ReviseSnapshotTables {
+        pipeline: "p".into(),
+        epoch: 1,
+        snapshot: vec![("shop.a".into(), 8)],
+        forget: vec![],
+    };
+    assert_eq!(state.apply(again), Response::Applied);
+    let a = state
+        .pipeline("p")
+        .unwrap()
+        .table_progress("shop.a")
+        .unwrap();
+    assert_eq!(
+        (a.status, a.rows_done, a.pk_cursor.clone()),
+        (SnapshotTableStatus::Pending, 0, None)
+    );
+    // and its old completion no longer stands in the way of new progress
+    assert_eq!(state.apply(done), Response::Applied);
+}
+
+#[test]
 fn report_status_records_the_owner() {
     let mut state = ClusterState::new();
     create(&mut state, "p");

@@ -16,6 +16,7 @@ mod runner_start;
 mod runner_supervisor;
 mod sliced_transaction;
 mod snapshot_driver;
+mod snapshot_revision;
 mod source_link_gauge;
 mod spec_secrets;
 mod table_run;

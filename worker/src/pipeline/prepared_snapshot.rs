@@ -61,12 +61,19 @@ impl PreparedSnapshot {
         let mut writes = Vec::new();
         for (name, progress) in &kafka.tables {
             let Some(id) = self.order.iter().find(|t| t.to_string() == *name).cloned() else {
-                return Err("snapshot_config_drifted");
+                continue; // no longer captured: its progress was forgotten
             };
             if progress.complete && self.complete.contains_key(&id) {
                 continue; // complete in both
             }
             let run = self.tables.get_mut(&id).ok_or("snapshot_config_drifted")?;
+            let fresh = run.raw_cursor.is_none() && run.raw_delivered.is_none();
+            if fresh && progress.cursor.is_some() {
+                // a chunk with rows is published only after its end is in Raft as
+                // delivered: none was since the table was (re)added, so Kafka's cursor is
+                // of an earlier snapshot of it (removed and added again)
+                continue;
+            }
             let cursor: Option<Vec<KeyPart>> = match &progress.cursor {
                 Some(v) => Some(
                     serde_json::from_value(v.clone()).map_err(|_| "snapshot_cursor_unreadable")?,

@@ -1,9 +1,10 @@
 //! The runner's snapshot start-up: decide whether a snapshot runs, bootstrap its stream
-//! floor P0 in Raft on the first start, check that the configured table set still matches
-//! the stored progress, re-snapshot a lost position in `when_needed` mode, and build the
-//! [`SnapshotDriver`] at the stored cursors.
+//! floor P0 in Raft on the first start, follow a changed configured table set (tables added
+//! are snapshotted alone, tables removed forgotten: [`SnapshotRevision`]), re-snapshot a
+//! lost position in `when_needed` mode, and build the [`SnapshotDriver`] at the stored
+//! cursors.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use capstan_connectors::mysql::snapshot::{KeyKind, SnapshotReader, SnapshotTable};
 use capstan_connectors::mysql::{check_resume, SourceClient, SourceError};
@@ -17,6 +18,7 @@ use super::pipeline_spec::{CheckedSnapshot, SnapshotMode};
 use super::prepared_snapshot::PreparedSnapshot;
 use super::runner_exit::RunnerExit;
 use super::snapshot_driver::SnapshotDriver;
+use super::snapshot_revision::SnapshotRevision;
 use super::table_run::{key_parts, TableRun};
 
 type Step<T> = Result<T, RunnerExit>;
@@ -62,15 +64,15 @@ impl PipelineRunner {
                 return Err(halt("snapshot_config_drifted"));
             }
             Some(checkpoint) => {
+                let stored = match &snap.tables {
+                    Some(configured) => {
+                        self.snapshot_revise(&mut reader, stored, configured, &mut described)
+                            .await?
+                    }
+                    None => stored,
+                };
                 let stored_ids: Vec<TableId> =
                     stored.keys().map(|n| table_id(n)).collect::<Step<_>>()?;
-                if let Some(configured) = &snap.tables {
-                    let a: HashSet<&TableId> = configured.iter().collect();
-                    let b: HashSet<&TableId> = stored_ids.iter().collect();
-                    if a != b {
-                        return Err(halt("snapshot_config_drifted"));
-                    }
-                }
                 let incomplete = stored
                     .values()
                     .any(|p| p.status != SnapshotTableStatus::Complete);
@@ -175,6 +177,37 @@ impl PipelineRunner {
             chunk_size: snap.chunk_size,
             max_rows_per_second: snap.max_rows_per_second,
         }))
+    }
+
+    /// A running pipeline whose configured tables differ from the stored set: the added
+    /// ones are described (refusals come before anything is written) and recorded `pending`,
+    /// the removed ones forgotten, in one Raft write ([`SnapshotRevision`]). Returns the
+    /// stored set as it now is.
+    async fn snapshot_revise(
+        &self,
+        reader: &mut SnapshotReader,
+        stored: BTreeMap<String, TableProgress>,
+        configured: &[TableId],
+        described: &mut HashMap<TableId, SnapshotTable>,
+    ) -> Step<BTreeMap<String, TableProgress>> {
+        let Some(revision) = SnapshotRevision::plan(&stored, configured) else {
+            return Ok(stored);
+        };
+        for id in &revision.added {
+            let table = reader.describe(id).await.map_err(|e| halt(e.code()))?;
+            described.insert(id.clone(), table);
+        }
+        let estimate = |id: &TableId| described.get(id).map_or(0, |t| t.estimated_rows);
+        self.owner_write(revision.command(&self.name, self.epoch, estimate))
+            .await?;
+        info!(
+            pipeline = %self.name,
+            epoch = self.epoch,
+            added = revision.added.len(),
+            removed = revision.removed.len(),
+            "snapshot tables revised"
+        );
+        Ok(revision.applied(stored, estimate))
     }
 
     /// First start (or a re-snapshot): resolve and check the tables, read P0 and commit it
