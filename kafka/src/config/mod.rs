@@ -1,11 +1,13 @@
 //! The sink settings of one pipeline: serde structs with `deny_unknown_fields`, checked by
 //! `validate()` without any I/O into the types the publisher and record builder use.
 
+mod event_format;
 mod producer_overrides;
 mod producer_settings;
 mod sink_config;
 mod topic_settings;
 
+pub use event_format::EventFormat;
 pub use producer_overrides::{is_secret_property, ProducerOverrides, REDACTED};
 pub use producer_settings::{validate_overrides, ProducerSettings};
 pub use sink_config::{CheckedSinkConfig, DeliveryMode, SinkConfig};

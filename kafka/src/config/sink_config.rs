@@ -5,10 +5,14 @@ use std::collections::BTreeMap;
 use capstan_core::position::Flavor;
 use serde::{Deserialize, Serialize};
 
+use super::event_format::EventFormat;
 use super::producer_overrides::ProducerOverrides;
 use super::producer_settings::{validate_overrides, ProducerSettings};
 use super::topic_settings::TopicSettings;
-use crate::record::{check_topic_name, RecordOptions, TopicTemplate, DEFAULT_TOPIC_TEMPLATE};
+use crate::record::{
+    check_topic_name, BigintUnsignedHandling, RecordOptions, TopicTemplate, TypeMapping,
+    ValueEncoding, DEFAULT_TOPIC_TEMPLATE,
+};
 use crate::SinkError;
 
 /// librdkafka's `message.max.bytes` when no producer override sets it.
@@ -106,6 +110,14 @@ pub struct SinkConfig {
     /// [`TopicSettings`].
     #[serde(default)]
     pub topics: TopicSettings,
+    /// `capstan_json` (default) or `debezium_json`; see `docs/event-format.md`.
+    #[serde(default)]
+    pub format: EventFormat,
+    /// Debezium formats only: Debezium's type-mapping modes (`decimal_handling_mode`,
+    /// `time_precision_mode`, `binary_handling_mode`, `bigint_unsigned_handling_mode`), each
+    /// defaulting to Debezium's default.
+    #[serde(default)]
+    pub type_mapping: TypeMapping,
 }
 
 /// A checked sink configuration: everything the publisher and the record builder need.
@@ -166,6 +178,8 @@ impl SinkConfig {
             transactional_id_prefix: default_transactional_id_prefix(),
             producer_overrides: ProducerOverrides::default(),
             topics: TopicSettings::default(),
+            format: EventFormat::default(),
+            type_mapping: TypeMapping::default(),
         }
     }
 
@@ -230,6 +244,7 @@ impl SinkConfig {
         }
         validate_overrides(&self.producer_overrides)?;
         self.topics.validate()?;
+        let encoding = self.value_encoding()?;
         let mut props: BTreeMap<String, String> = [
             ("bootstrap.servers", self.bootstrap_servers.clone()),
             ("enable.idempotence", "true".to_string()),
@@ -280,6 +295,7 @@ impl SinkConfig {
                 tombstones_on_delete: self.tombstones_on_delete,
                 transaction_topic,
                 max_record_bytes,
+                encoding,
             },
             delivery: self.delivery,
             producer,
@@ -288,6 +304,30 @@ impl SinkConfig {
             transaction_timeout_ms: self.transaction_timeout_ms,
             topics: self.topics.clone(),
         })
+    }
+}
+
+impl SinkConfig {
+    /// The column-value encoding of `format` and `type_mapping`; a type mapping is refused
+    /// where the format does not read it, and so is a mode capstan cannot honour yet.
+    fn value_encoding(&self) -> Result<ValueEncoding, SinkError> {
+        if !self.format.is_debezium() {
+            if self.type_mapping != TypeMapping::default() {
+                return Err(invalid(
+                    "type_mapping",
+                    "applies to the debezium formats only (format is capstan_json)",
+                ));
+            }
+            return Ok(ValueEncoding::Capstan);
+        }
+        if self.type_mapping.bigint_unsigned_handling_mode == BigintUnsignedHandling::Precise {
+            return Err(invalid(
+                "type_mapping.bigint_unsigned_handling_mode",
+                "precise is not supported yet: a change does not carry the column type that \
+                 tells BIGINT UNSIGNED from narrower unsigned columns; use long",
+            ));
+        }
+        Ok(ValueEncoding::Debezium(self.type_mapping))
     }
 }
 
@@ -357,6 +397,52 @@ mod tests {
         assert_eq!(checked.offsets_topic("orders"), "shared.offsets");
         c.offsets_topic = Some("bad topic".into());
         assert!(c.validate(Flavor::Mysql).is_err());
+    }
+
+    #[test]
+    fn format_and_type_mapping() {
+        let c: SinkConfig = serde_json::from_str(
+            r#"{"bootstrap_servers":"k:9092","topic_prefix":"cdc","format":"debezium_json",
+                "type_mapping":{"decimal_handling_mode":"string","binary_handling_mode":"hex"}}"#,
+        )
+        .unwrap();
+        let checked = c.validate(Flavor::Mysql).unwrap();
+        assert_eq!(
+            checked.record_options.encoding,
+            ValueEncoding::Debezium(TypeMapping {
+                decimal_handling_mode: crate::record::DecimalHandling::String,
+                binary_handling_mode: crate::record::BinaryHandling::Hex,
+                ..TypeMapping::default()
+            })
+        );
+        let c = SinkConfig::new("k:9092", "cdc");
+        assert_eq!(
+            c.validate(Flavor::Mysql).unwrap().record_options.encoding,
+            ValueEncoding::Capstan
+        );
+        let r: Result<SinkConfig, _> = serde_json::from_str(
+            r#"{"bootstrap_servers":"k:9092","topic_prefix":"cdc","format":"avro"}"#,
+        );
+        assert!(r.is_err());
+    }
+
+    #[test]
+    fn a_type_mapping_the_format_does_not_read_is_refused_by_name() {
+        let mut c = SinkConfig::new("k:9092", "cdc");
+        c.type_mapping.decimal_handling_mode = crate::record::DecimalHandling::Double;
+        match c.validate(Flavor::Mysql).unwrap_err() {
+            SinkError::InvalidConfig { field, .. } => assert_eq!(field, "type_mapping"),
+            e => panic!("unexpected {e:?}"),
+        }
+        c.format = EventFormat::DebeziumJson;
+        assert!(c.validate(Flavor::Mysql).is_ok());
+        c.type_mapping.bigint_unsigned_handling_mode = BigintUnsignedHandling::Precise;
+        match c.validate(Flavor::Mysql).unwrap_err() {
+            SinkError::InvalidConfig { field, .. } => {
+                assert_eq!(field, "type_mapping.bigint_unsigned_handling_mode")
+            }
+            e => panic!("unexpected {e:?}"),
+        }
     }
 
     #[test]

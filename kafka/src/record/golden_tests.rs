@@ -19,6 +19,7 @@ pub(super) fn builder(tombstones: bool, txn_topic: bool) -> RecordBuilder {
         tombstones_on_delete: tombstones,
         transaction_topic: txn_topic.then(|| "cdc.transaction".to_string()),
         max_record_bytes: 1_000_000,
+        encoding: Default::default(),
     })
 }
 
@@ -559,6 +560,7 @@ fn a_record_over_message_max_bytes_is_refused_naming_table_topic_and_sizes() {
     // a record at the limit passes: the same row, a higher limit
     let roomy = RecordBuilder::new(RecordOptions {
         max_record_bytes: *bytes,
+        encoding: Default::default(),
         ..builder(true, false).options().clone()
     });
     assert_eq!(

@@ -7,6 +7,7 @@ use capstan_core::change::{DateTime, Value};
 use serde_json::{Number, Value as Json};
 
 use super::charset_decoder::{decode_text, DecodeFailure};
+use super::epoch_days::civil_from_days;
 
 /// Why a value has no JSON form. Never carries the value.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -61,11 +62,11 @@ pub(crate) fn json_value(value: &Value) -> Result<Json, ValueFailure> {
 }
 
 /// The binary pseudo-charset: a text value with it is bytes (base64).
-const BINARY_COLLATION: u16 = 63;
+pub(super) const BINARY_COLLATION: u16 = 63;
 
 /// A FLOAT as the shortest decimal that round-trips through `f32` (so `0.1f32` is `0.1`,
 /// not `0.10000000149011612`).
-fn float_number(v: f32) -> Result<Number, ValueFailure> {
+pub(super) fn float_number(v: f32) -> Result<Number, ValueFailure> {
     if !v.is_finite() {
         return Err(ValueFailure::NonFinite);
     }
@@ -99,7 +100,7 @@ fn datetime_text(dt: &DateTime) -> String {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS[.f]Z` in UTC; MySQL's zero timestamp is `0000-00-00T00:00:00Z`.
-fn timestamp_text(seconds: u32, micros: u32, fsp: u8) -> String {
+pub(super) fn timestamp_text(seconds: u32, micros: u32, fsp: u8) -> String {
     let mut s = if seconds == 0 && micros == 0 {
         "0000-00-00T00:00:00".to_string()
     } else {
@@ -119,7 +120,7 @@ fn timestamp_text(seconds: u32, micros: u32, fsp: u8) -> String {
 }
 
 /// Appends `.` and the first `fsp` (1..=6) digits of `micros`.
-fn push_fraction(s: &mut String, micros: u32, fsp: u8) {
+pub(super) fn push_fraction(s: &mut String, micros: u32, fsp: u8) {
     if fsp == 0 {
         return;
     }
@@ -128,30 +129,12 @@ fn push_fraction(s: &mut String, micros: u32, fsp: u8) {
     s.push_str(digits.get(..usize::from(fsp.min(6))).unwrap_or(&digits));
 }
 
-/// Proleptic Gregorian (year, month, day) of a day count since 1970-01-01 (Howard Hinnant's
-/// well-known civil-from-days algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m as u32, d as u32)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn civil_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    fn timestamps() {
         assert_eq!(timestamp_text(2_147_483_647, 0, 0), "2038-01-19T03:14:07Z");
     }
 

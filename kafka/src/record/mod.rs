@@ -4,9 +4,13 @@
 //! The wire format is specified in `docs/event-format.md`.
 
 mod charset_decoder;
+mod debezium_value;
 mod envelope;
+mod epoch_days;
 #[cfg(test)]
 mod golden_column_types;
+#[cfg(test)]
+mod golden_debezium_types;
 #[cfg(test)]
 mod golden_schema_changes;
 #[cfg(test)]
@@ -16,6 +20,8 @@ mod kafka_record;
 mod record_builder;
 mod record_emitter;
 mod topic_template;
+mod type_mapping;
+mod value_encoding;
 
 pub use kafka_record::{
     KafkaRecord, HEADER_EPOCH, HEADER_PIPELINE, HEADER_POSITION, HEADER_RECORD, HEADER_ROW,
@@ -29,3 +35,7 @@ pub(crate) use topic_template::check_topic_name;
 pub use topic_template::{
     sanitize_topic_part, TopicTemplate, DEFAULT_TOPIC_TEMPLATE, MAX_TOPIC_LEN,
 };
+pub use type_mapping::{
+    BigintUnsignedHandling, BinaryHandling, DecimalHandling, TimePrecision, TypeMapping,
+};
+pub use value_encoding::ValueEncoding;

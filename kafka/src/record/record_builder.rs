@@ -27,6 +27,7 @@ use super::envelope::{
 use super::kafka_record::KafkaRecord;
 use super::record_emitter::{image, key_object, missing, serialize, Emitter, TransactionProgress};
 use super::topic_template::TopicTemplate;
+use super::value_encoding::ValueEncoding;
 use crate::SinkError;
 
 /// `capstan.position` of a schema-change event is this prefix followed by the GTID of the
@@ -51,6 +52,8 @@ pub struct RecordOptions {
     /// The producer's `message.max.bytes`: a record larger than this is refused when it is
     /// built, naming its table ([`SinkError::RecordTooLarge`]), instead of failing delivery.
     pub max_record_bytes: usize,
+    /// How column values are encoded (the sink's `format` and type mapping).
+    pub encoding: ValueEncoding,
 }
 
 /// Who is publishing, and when: inputs that are not part of the change itself.
@@ -273,15 +276,19 @@ impl RecordBuilder {
         let before = change
             .before
             .as_ref()
-            .map(|r| image(r, table))
+            .map(|r| image(r, table, &self.options.encoding))
             .transpose()?;
-        let after = change.after.as_ref().map(|r| image(r, table)).transpose()?;
+        let after = change
+            .after
+            .as_ref()
+            .map(|r| image(r, table, &self.options.encoding))
+            .transpose()?;
         let before_key = match &change.before {
-            Some(r) => key_object(r, &change.key, table)?,
+            Some(r) => key_object(r, &change.key, table, &self.options.encoding)?,
             None => None,
         };
         let after_key = match &change.after {
-            Some(r) => key_object(r, &change.key, table)?,
+            Some(r) => key_object(r, &change.key, table, &self.options.encoding)?,
             None => None,
         };
         let mut events: Vec<Event<'_>> = Vec::with_capacity(2);
@@ -465,8 +472,8 @@ impl RecordBuilder {
         );
         let last_row = chunk.rows.len().checked_sub(1);
         for (row_index, row) in chunk.rows.iter().enumerate() {
-            let after = image(row, table)?;
-            let key = key_object(row, chunk.key, table)?;
+            let after = image(row, table, &self.options.encoding)?;
+            let key = key_object(row, chunk.key, table, &self.options.encoding)?;
             let snapshot = match (Some(row_index) == last_row, chunk.last_of_snapshot) {
                 (true, true) => "last",
                 (true, false) if chunk.last_of_table => "last_in_data_collection",

@@ -6,11 +6,12 @@ use capstan_core::change::{Row, TableId};
 
 use super::charset_decoder::DecodeFailure;
 use super::envelope::OrderedObject;
-use super::json_value::{json_value, ValueFailure};
+use super::json_value::ValueFailure;
 use super::kafka_record::{
     KafkaRecord, HEADER_EPOCH, HEADER_PIPELINE, HEADER_POSITION, HEADER_RECORD, HEADER_ROW,
 };
 use super::record_builder::RecordContext;
+use super::value_encoding::ValueEncoding;
 use crate::SinkError;
 
 /// Where the records of a transaction handed out in parts stand after the parts so far: the
@@ -173,10 +174,15 @@ fn value_error(failure: ValueFailure, table: &TableId, column: &str) -> SinkErro
 }
 
 /// A row image as an ordered JSON object.
-pub(super) fn image(row: &Row, table: &TableId) -> Result<OrderedObject, SinkError> {
+pub(super) fn image(
+    row: &Row,
+    table: &TableId,
+    encoding: &ValueEncoding,
+) -> Result<OrderedObject, SinkError> {
     row.iter()
         .map(|(name, v)| {
-            json_value(v)
+            encoding
+                .encode(v)
                 .map(|j| (name.to_string(), j))
                 .map_err(|f| value_error(f, table, name))
         })
@@ -189,6 +195,7 @@ pub(super) fn key_object(
     row: &Row,
     key: &[usize],
     table: &TableId,
+    encoding: &ValueEncoding,
 ) -> Result<Option<OrderedObject>, SinkError> {
     if key.is_empty() {
         return Ok(None);
@@ -201,7 +208,9 @@ pub(super) fn key_object(
                 reason: "key column index out of range",
             });
         };
-        let j = json_value(v).map_err(|f| value_error(f, table, name))?;
+        let j = encoding
+            .encode(v)
+            .map_err(|f| value_error(f, table, name))?;
         pairs.push((name.clone(), j));
     }
     Ok(Some(OrderedObject(pairs)))

@@ -154,6 +154,7 @@ mod tests {
             tombstones_on_delete: true,
             transaction_topic: Some("cdc.transaction".into()),
             max_record_bytes: 1_000_000,
+            encoding: Default::default(),
         })
     }
 
