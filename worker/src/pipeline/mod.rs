@@ -2,6 +2,7 @@
 //! the supervisor that starts and stops runners as ownership and desired state change.
 
 mod delivery_ledger;
+mod lost_position;
 mod move_release;
 mod pipeline_runner;
 mod pipeline_spec;

@@ -49,6 +49,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::{info, warn};
 
 use super::delivery_ledger::{DeliveryLedger, LedgerAction, CHECKPOINT_EVERY};
+use super::lost_position::LostPosition;
 use super::pipeline_spec::CheckedPipelineSpec;
 use super::record_encoder::RecordEncoder;
 use super::runner_deliver::{Batch, Payload};
@@ -353,10 +354,15 @@ impl PipelineRunner {
                             Err(ItemError::Record(e)) => return Err(RunnerExit::from_sink(&e)),
                             Err(ItemError::Source(e)) => {
                                 if e.code() == "data_gap" {
-                                    if let Some(driver) = snapshot.as_ref() {
+                                    let lost = LostPosition::decide(
+                                        self.spec.snapshot.as_ref().map(|s| s.mode),
+                                        snapshot.is_some(),
+                                        &format!("source: {e}"),
+                                    );
+                                    if let Some(driver) = snapshot.as_ref().filter(|_| lost.mark_tables) {
                                         self.snapshot_mark_lost(driver).await;
-                                        return Err(RunnerExit::failed("snapshot_data_gap"));
                                     }
+                                    return Err(lost.exit);
                                 }
                                 return Err(RunnerExit::from_source(&e));
                             }
