@@ -120,19 +120,20 @@ topic=$prefix.$schema.items
 events=""
 for _ in $(seq 1 50); do
   events=$(kcat -b "$bootstrap" -C -t "$topic" -e -q -f '%k | %s\n' 2>/dev/null || true)
-  [[ $(grep -c . <<<"$events") -ge 9 ]] && break
+  [[ $(grep -c . <<<"$events") -ge 8 ]] && break
   sleep 0.3
 done
 printf '%s\n' "$events" | while IFS= read -r line; do
   key=${line%% | *}; value=${line#* | }
   if [[ -z $value ]]; then
     printf '%s | (tombstone)\n' "$key"
-  elif jq -e .snapshot_complete >/dev/null <<<"$value"; then
-    printf '%s | (snapshot complete: %s rows)\n' "$key" "$(jq .snapshot_complete.rows <<<"$value")"
   else
     printf '%s | %s\n' "$key" "$(jq -c '{op, before, after, source: {db: .source.db, table: .source.table, snapshot: .source.snapshot, gtid: .source.gtid}}' <<<"$value")"
   fi
 done
+
+say "the snapshot's completion, on the control topic $prefix.snapshot_complete: key | value"
+kcat -b "$bootstrap" -C -t "$prefix.snapshot_complete" -e -q -f '%k | %s\n' 2>/dev/null || true
 
 say "the committed checkpoint"
 sleep 1

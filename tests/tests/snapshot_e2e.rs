@@ -188,15 +188,11 @@ async fn concurrent_writers(flavor: &'static str) {
         .all(|r| flag(r) == "true"
             && r.value.as_ref().unwrap()["before"].is_null()
             && r.value.as_ref().unwrap()["source"]["gtid"].is_null()));
-    assert_eq!(replayed.markers.len(), 1);
-    let marker = &replayed.markers[0];
-    assert!(marker.index > last_read.index, "marker after the last row");
+    // the marker is on the control topic, not among the table's change events
+    let markers = world.markers("sw", &schema, "big").await;
+    assert_eq!(markers.len(), 1);
     assert_eq!(
-        marker.key,
-        Some(json!({"snapshot_complete": format!("{schema}.big")}))
-    );
-    assert_eq!(
-        marker.value,
+        markers[0].value,
         Some(json!({"snapshot_complete": {"db": schema, "table": "big", "rows": reads}}))
     );
     eprintln!(
@@ -433,8 +429,14 @@ async fn edge_tables(flavor: &'static str) {
         assert_same(&r.state, &source, &format!("{flavor} {n}"));
         let twice: Vec<_> = r.reads.iter().filter(|(_, c)| **c != 1).collect();
         assert!(twice.is_empty(), "{n}: read more than once: {twice:?}");
-        assert_eq!(r.markers.len(), 1, "{n}: one marker");
-        let m = &r.markers[0];
+        // the table topic holds change events only; its marker is on the control topic
+        assert!(
+            recs.iter().all(|x| x.value.is_none() || x.op().is_some()),
+            "{n}"
+        );
+        let markers = world.markers("se", &schema, n).await;
+        assert_eq!(markers.len(), 1, "{n}: one marker");
+        let m = &markers[0];
         assert_eq!(
             m.key,
             Some(json!({ "snapshot_complete": format!("{schema}.{n}") })),
@@ -448,7 +450,6 @@ async fn edge_tables(flavor: &'static str) {
             "{n}"
         );
         if let Some(last) = r.read_recs.last() {
-            assert!(m.index > last.index, "{n}: marker after the last row");
             let flag = last.value.as_ref().unwrap()["source"]["snapshot"].clone();
             let want = if *n == "uk" {
                 "last"
@@ -484,7 +485,10 @@ async fn edge_tables(flavor: &'static str) {
         match *n {
             "empty" => {
                 assert!(r.read_recs.is_empty() && r.changes.is_empty(), "{recs:?}");
-                assert_eq!(recs.len(), 1, "only the marker");
+                assert!(
+                    recs.is_empty(),
+                    "nothing on the empty table's topic: {recs:?}"
+                );
             }
             "exact" => {
                 assert_eq!(r.read_recs.len() as u64, exact_rows);
@@ -495,11 +499,7 @@ async fn edge_tables(flavor: &'static str) {
                         .map(|i| format!("snapshot:{schema}.exact/{}", i * chunk))
                         .collect::<Vec<_>>()
                 );
-                assert_eq!(
-                    recs.len() as u64,
-                    exact_rows + 1,
-                    "rows and the marker only"
-                );
+                assert_eq!(recs.len() as u64, exact_rows, "the rows only");
             }
             "ubig" => {
                 let got: Vec<u64> = r
@@ -700,9 +700,11 @@ async fn refusals_and_drift(flavor: &'static str) {
     assert_eq!(table_status(&st, &a_name)["rows_done"], 2000, "{st}");
     assert_eq!(table_status(&st, &b_name)["rows_done"], 0, "{st}");
     let b_recs = parse(&world.read(&topic("sr", &schema, "b")).await);
-    assert_eq!(b_recs.len(), 1, "the empty table's marker only");
+    assert!(b_recs.is_empty(), "nothing on the empty table's topic");
+    let b_markers = world.markers("sr", &schema, "b").await;
+    assert_eq!(b_markers.len(), 1, "the empty table's marker");
     assert_eq!(
-        b_recs[0].value,
+        b_markers[0].value,
         Some(json!({"snapshot_complete": {"db": schema, "table": "b", "rows": 0}}))
     );
     admin
@@ -788,8 +790,8 @@ async fn scenario_a1(flavor: &'static str) {
     // then nothing more
     tokio::time::sleep(Duration::from_secs(3)).await;
     let recs = parse(&world.read(&tp).await);
-    // the snapshot: exactly the 21 rows, each once, then the marker
-    assert_eq!(snap.len(), 22, "{snap:?}");
+    // the snapshot: exactly the 21 rows, each once (the marker is on the control topic)
+    assert_eq!(snap.len(), 21, "{snap:?}");
     let r = replay(&snap, &["id"]);
     let mut ids: Vec<i64> = r
         .read_recs
@@ -804,10 +806,15 @@ async fn scenario_a1(flavor: &'static str) {
         let n = CUSTOMER_IDS.iter().position(|&c| c == id).unwrap() + 1;
         assert_eq!(v["after"], customer(id, &format!("user_{n}"), "Shanghai"));
     }
-    assert!(snap[21].is_marker());
+    let markers = world.markers("a1", &schema, "customers").await;
+    assert_eq!(markers.len(), 1, "{markers:?}");
+    assert_eq!(
+        markers[0].value,
+        Some(json!({"snapshot_complete": {"db": schema, "table": "customers", "rows": 21}}))
+    );
     assert_eq!(chunks(&r.read_recs).len(), 5, "21 rows in chunks of 5");
     // then exactly the change events
-    let changes: Vec<(String, Option<i64>, Value, Value)> = recs[22..]
+    let changes: Vec<(String, Option<i64>, Value, Value)> = recs[21..]
         .iter()
         .map(|x| match &x.value {
             Some(v) => (
@@ -873,7 +880,7 @@ async fn scenario_a1(flavor: &'static str) {
         ),
     ];
     assert_eq!(changes, expected);
-    assert_eq!(recs.len(), 22 + 9, "nothing more");
+    assert_eq!(recs.len(), 21 + 9, "nothing more");
     let all = replay(&recs, &["id"]);
     let source = source_rows(&mut admin, &schema, "customers", &["id"]).await;
     assert_same(&all.state, &source, "A1");
@@ -951,13 +958,16 @@ async fn scenario_a9(flavor: &'static str) {
     let suppressed = world
         .metric(st["owner"].as_u64().unwrap(), "a9", "snapshot_suppressed")
         .await;
-    let recs = parse(
-        &world
-            .read_until(&tp, Duration::from_secs(30), |rs| {
-                parse(rs).iter().any(Rec::is_marker)
-            })
-            .await,
-    );
+    // the table's marker (on the control topic) follows its last chunk
+    let marker_key = json!({ "snapshot_complete": &name });
+    world
+        .read_until(&marker_topic("a9"), Duration::from_secs(30), |rs| {
+            parse(rs)
+                .iter()
+                .any(|r| r.key.as_ref() == Some(&marker_key))
+        })
+        .await;
+    let recs = parse(&world.read(&tp).await);
     let r = replay(&recs, &["id"]);
     assert!(
         r.changes.is_empty(),
@@ -1092,15 +1102,14 @@ async fn scenario_a12_a13(flavor: &'static str) {
     // A13: names verbatim in events and the marker; the victim is untouched
     for x in recs.iter().filter(|x| x.value.is_some()) {
         let v = x.value.as_ref().unwrap();
-        if x.is_marker() {
-            assert_eq!(v["snapshot_complete"]["db"], schema.as_str());
-            assert_eq!(v["snapshot_complete"]["table"], table);
-            assert_eq!(x.key, Some(json!({ "snapshot_complete": name })));
-        } else {
-            assert_eq!(v["source"]["db"], schema.as_str());
-            assert_eq!(v["source"]["table"], table);
-        }
+        assert_eq!(v["source"]["db"], schema.as_str());
+        assert_eq!(v["source"]["table"], table);
     }
+    let markers = world.markers("a12", &schema, table).await;
+    assert_eq!(markers.len(), 1, "{markers:?}");
+    let m = markers[0].value.as_ref().unwrap();
+    assert_eq!(m["snapshot_complete"]["db"], schema.as_str());
+    assert_eq!(m["snapshot_complete"]["table"], table);
     let victim: Option<u64> = admin
         .query_first(format!("SELECT COUNT(*) FROM {}", qt(&schema, "victim")))
         .await

@@ -5,10 +5,12 @@ mod event_format;
 mod producer_overrides;
 mod producer_settings;
 mod sink_config;
+mod snapshot_marker;
 mod topic_settings;
 
 pub use event_format::EventFormat;
 pub use producer_overrides::{is_secret_property, ProducerOverrides, REDACTED};
 pub use producer_settings::{validate_overrides, ProducerSettings};
 pub use sink_config::{CheckedSinkConfig, DeliveryMode, SinkConfig};
+pub use snapshot_marker::{SnapshotMarker, SNAPSHOT_MARKER_TOPIC_SUFFIX};
 pub use topic_settings::TopicSettings;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::event_format::EventFormat;
 use super::producer_overrides::ProducerOverrides;
 use super::producer_settings::{validate_overrides, ProducerSettings};
+use super::snapshot_marker::{SnapshotMarker, SNAPSHOT_MARKER_TOPIC_SUFFIX};
 use super::topic_settings::TopicSettings;
 use crate::record::{
     check_topic_name, BigintUnsignedHandling, RecordOptions, TopicTemplate, TypeMapping,
@@ -118,6 +119,11 @@ pub struct SinkConfig {
     /// defaulting to Debezium's default.
     #[serde(default)]
     pub type_mapping: TypeMapping,
+    /// Where the snapshot-complete marker of a table goes: `control_topic` (default,
+    /// `<topic_prefix>.snapshot_complete`) or `table_topic` (the table's own topic, after its
+    /// last row; opt-in).
+    #[serde(default)]
+    pub snapshot_marker: SnapshotMarker,
 }
 
 /// A checked sink configuration: everything the publisher and the record builder need.
@@ -180,6 +186,7 @@ impl SinkConfig {
             topics: TopicSettings::default(),
             format: EventFormat::default(),
             type_mapping: TypeMapping::default(),
+            snapshot_marker: SnapshotMarker::default(),
         }
     }
 
@@ -198,6 +205,14 @@ impl SinkConfig {
             Some(t)
         } else {
             None
+        };
+        let snapshot_marker_topic = match self.snapshot_marker {
+            SnapshotMarker::ControlTopic => {
+                let t = format!("{}.{SNAPSHOT_MARKER_TOPIC_SUFFIX}", self.topic_prefix);
+                check_topic_name(&t).map_err(|r| invalid("topic_prefix", r))?;
+                Some(t)
+            }
+            SnapshotMarker::TableTopic => None,
         };
         if !(1..=5).contains(&self.max_in_flight) {
             return Err(invalid("max_in_flight", "must be 1 to 5"));
@@ -296,6 +311,7 @@ impl SinkConfig {
                 transaction_topic,
                 max_record_bytes,
                 encoding,
+                snapshot_marker_topic,
             },
             delivery: self.delivery,
             producer,
@@ -345,6 +361,24 @@ mod tests {
         assert_eq!(checked.producer.get("enable.idempotence"), Some("true"));
         assert_eq!(checked.transactional_id("orders"), "capstan-orders");
         assert_eq!(checked.record_options.transaction_topic, None);
+        assert_eq!(
+            checked.record_options.snapshot_marker_topic.as_deref(),
+            Some("cdc.snapshot_complete")
+        );
+    }
+
+    #[test]
+    fn the_snapshot_marker_goes_to_the_table_topic_only_when_asked() {
+        let c: SinkConfig = serde_json::from_str(
+            r#"{"bootstrap_servers":"k:9092","topic_prefix":"cdc","snapshot_marker":"table_topic"}"#,
+        )
+        .unwrap();
+        let checked = c.validate(Flavor::Mysql).unwrap();
+        assert_eq!(checked.record_options.snapshot_marker_topic, None);
+        let r: Result<SinkConfig, _> = serde_json::from_str(
+            r#"{"bootstrap_servers":"k:9092","topic_prefix":"cdc","snapshot_marker":"header"}"#,
+        );
+        assert!(r.is_err());
     }
 
     #[test]

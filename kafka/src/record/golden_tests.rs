@@ -20,6 +20,7 @@ pub(super) fn builder(tombstones: bool, txn_topic: bool) -> RecordBuilder {
         transaction_topic: txn_topic.then(|| "cdc.transaction".to_string()),
         max_record_bytes: 1_000_000,
         encoding: Default::default(),
+        snapshot_marker_topic: Some("cdc.snapshot_complete".to_string()),
     })
 }
 
@@ -478,7 +479,8 @@ fn snapshot_complete_marker() {
     let marker = builder(true, true)
         .snapshot_complete_record(&orders(), 0, &ctx())
         .unwrap();
-    assert_eq!(marker.topic, "cdc.shop.orders");
+    // the control topic: table topics hold change events only
+    assert_eq!(marker.topic, "cdc.snapshot_complete");
     assert_eq!(
         json_of(&marker.key),
         json!({"snapshot_complete": "shop.orders"})
@@ -490,6 +492,18 @@ fn snapshot_complete_marker() {
     assert_eq!(
         marker.header_str(HEADER_POSITION),
         Some("snapshot:shop.orders:complete")
+    );
+    // opted in: the same record on the table's own topic
+    let on_table = RecordBuilder::new(RecordOptions {
+        snapshot_marker_topic: None,
+        ..builder(true, true).options().clone()
+    })
+    .snapshot_complete_record(&orders(), 0, &ctx())
+    .unwrap();
+    assert_eq!(on_table.topic, "cdc.shop.orders");
+    assert_eq!(
+        (&on_table.key, &on_table.value),
+        (&marker.key, &marker.value)
     );
 }
 

@@ -54,6 +54,9 @@ pub struct RecordOptions {
     pub max_record_bytes: usize,
     /// How column values are encoded (the sink's `format` and type mapping).
     pub encoding: ValueEncoding,
+    /// The topic of the snapshot-complete markers: a control topic (the default,
+    /// `<prefix>.snapshot_complete`), or `None` for each table's own topic (opt-in).
+    pub snapshot_marker_topic: Option<String>,
 }
 
 /// Who is publishing, and when: inputs that are not part of the change itself.
@@ -509,16 +512,20 @@ impl RecordBuilder {
 
     /// The marker that closes a table's snapshot, published right after its last chunk (also
     /// for a table without rows, so a consumer waiting for "snapshot complete" never waits
-    /// forever): on the table's topic, key `{"snapshot_complete": "<db>.<table>"}`, value
-    /// `{"snapshot_complete": {"db", "table", "rows"}}`. Not a change event: consumers of
-    /// change events skip records whose value has no `op`.
+    /// forever): key `{"snapshot_complete": "<db>.<table>"}`, value
+    /// `{"snapshot_complete": {"db", "table", "rows"}}`, on the control topic
+    /// ([`RecordOptions::snapshot_marker_topic`]), so table topics hold change events only;
+    /// on the table's own topic when the pipeline opted in to that.
     pub fn snapshot_complete_record(
         &self,
         table: &TableId,
         rows: u64,
         ctx: &RecordContext<'_>,
     ) -> Result<KafkaRecord, SinkError> {
-        let topic = self.topic_for(table)?;
+        let topic = match &self.options.snapshot_marker_topic {
+            Some(topic) => topic.clone(),
+            None => self.topic_for(table)?,
+        };
         let mut em = Emitter::new(
             *ctx,
             format!("snapshot:{table}:complete"),

@@ -64,6 +64,12 @@ pub fn topic(prefix: &str, schema: &str, table: &str) -> String {
     format!("{prefix}.{}.{}", clean(schema), clean(table))
 }
 
+/// The control topic of the snapshot-complete markers under prefix `prefix`
+/// (docs/event-format.md: table topics hold change events only).
+pub fn marker_topic(prefix: &str) -> String {
+    format!("{prefix}.snapshot_complete")
+}
+
 /// Standard base64 with padding (how the events carry binary columns).
 pub fn base64(bytes: &[u8]) -> String {
     const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -352,6 +358,16 @@ impl World {
         self.reader.read_all(topic).await.unwrap()
     }
 
+    /// The snapshot-complete markers of `schema.table` on the control topic of `prefix`, in
+    /// order.
+    pub async fn markers(&self, prefix: &str, schema: &str, table: &str) -> Vec<Rec> {
+        let key = json!({ "snapshot_complete": format!("{schema}.{table}") });
+        parse(&self.read(&marker_topic(prefix)).await)
+            .into_iter()
+            .filter(|r| r.key.as_ref() == Some(&key))
+            .collect()
+    }
+
     /// Reads `topic` until `done` holds for the records, up to `timeout`.
     pub async fn read_until(
         &self,
@@ -484,21 +500,17 @@ pub struct Replay {
     pub reads: BTreeMap<String, usize>,
     /// The `op: r` records, in order.
     pub read_recs: Vec<Rec>,
-    /// The `snapshot_complete` markers.
-    pub markers: Vec<Rec>,
     /// Streamed change records (`c`, `u`, `d`).
     pub changes: Vec<Rec>,
 }
 
 /// Replays `records` of a table keyed by `key` (keys taken from the row images, so a table
-/// keyed by a unique key only, whose records have a null key, replays too).
+/// keyed by a unique key only, whose records have a null key, replays too). A table topic
+/// holds change events and tombstones only: a record without `op` (the snapshot-complete
+/// marker, which goes to its control topic) fails the replay.
 pub fn replay(records: &[Rec], key: &[&str]) -> Replay {
     let mut out = Replay::default();
     for r in records {
-        if r.is_marker() {
-            out.markers.push(r.clone());
-            continue;
-        }
         let Some(v) = &r.value else { continue }; // tombstone: follows its delete
         let op = v["op"].as_str().unwrap_or_else(|| panic!("no op: {v}"));
         match op {

@@ -155,6 +155,7 @@ mod tests {
             transaction_topic: Some("cdc.transaction".into()),
             max_record_bytes: 1_000_000,
             encoding: Default::default(),
+            snapshot_marker_topic: Some("cdc.snapshot_complete".into()),
         })
     }
 
