@@ -7,6 +7,7 @@ pub mod command;
 pub mod error;
 pub mod log_store;
 pub mod pipeline_record;
+pub mod renewal_receipts;
 pub mod response;
 pub mod shared_cluster_state;
 pub mod snapshot_builder;

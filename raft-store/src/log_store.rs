@@ -13,10 +13,12 @@ use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
-use openraft::{RaftLogReader, StorageIOError};
+use openraft::{EntryPayload, RaftLogReader, StorageIOError};
 use rocksdb::{Direction, IteratorMode, WriteBatch};
 
+use crate::command::Command;
 use crate::error::RaftStoreError;
+use crate::shared_cluster_state::SharedClusterState;
 use crate::store::{Store, CF_LOGS, CF_LOG_META};
 use crate::type_config::{Entry, LogId, StorageError, TypeConfig, Vote};
 
@@ -28,11 +30,13 @@ const KEY_LAST_PURGED: &str = "last_purged";
 #[derive(Clone, Debug)]
 pub struct LogStore {
     store: Store,
+    /// Where the receipt times of lease renewals are noted (for the lease tracker).
+    state: SharedClusterState,
 }
 
 impl LogStore {
-    pub(crate) fn new(store: Store) -> Self {
-        LogStore { store }
+    pub(crate) fn new(store: Store, state: SharedClusterState) -> Self {
+        LogStore { store, state }
     }
 
     fn last_purged(&self) -> Result<Option<LogId>, RaftStoreError> {
@@ -85,12 +89,24 @@ impl LogStore {
     ) -> Result<(), RaftStoreError> {
         let cf = self.store.cf(CF_LOGS)?;
         let mut batch = WriteBatch::default();
+        let received = std::time::Instant::now();
+        let mut renewals = Vec::new();
         for entry in entries {
+            if let EntryPayload::Normal(Command::RenewLease { .. }) = &entry.payload {
+                renewals.push(entry.log_id);
+            }
             let bytes =
                 serde_json::to_vec(&entry).map_err(|e| RaftStoreError::encode("log entry", &e))?;
             batch.put_cf(cf, entry.log_id.index.to_be_bytes(), bytes);
         }
-        self.store.write(batch, true, "log entries")
+        self.store.write(batch, true, "log entries")?;
+        if !renewals.is_empty() {
+            let mut receipts = self.state.receipts();
+            for log_id in renewals {
+                receipts.appended(log_id, received);
+            }
+        }
+        Ok(())
     }
 
     /// Deletes the entries with index in `[from, to)`, first recording `last_purged` if given.
@@ -237,6 +253,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         tracing::debug!(index = log_id.index, "truncating raft log");
+        self.state.receipts().truncated(log_id.index);
         self.delete_entries(log_id.index, u64::MAX, None)
             .map_err(write_logs_error)
     }

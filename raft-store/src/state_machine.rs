@@ -20,6 +20,7 @@ use openraft::{EntryPayload, StorageIOError};
 use rocksdb::WriteBatch;
 
 use crate::cluster_state::ClusterState;
+use crate::command::Command;
 use crate::error::RaftStoreError;
 use crate::response::Response;
 use crate::shared_cluster_state::SharedClusterState;
@@ -170,6 +171,10 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             let response = match entry.payload {
                 EntryPayload::Blank => Response::Applied,
                 EntryPayload::Normal(command) => {
+                    if let Command::RenewLease { node } = &command {
+                        let now = std::time::Instant::now();
+                        self.state.receipts().applied(entry.log_id, *node, now);
+                    }
                     let kind = command.kind();
                     let pipeline = command.pipeline().unwrap_or("-").to_owned();
                     let response = state.apply(command);

@@ -79,7 +79,8 @@ impl Store {
             store.cf(name)?;
         }
         let state_machine = StateMachineStore::load(store.clone())?;
-        Ok((LogStore::new(store), state_machine))
+        let state = state_machine.cluster_state();
+        Ok((LogStore::new(store, state), state_machine))
     }
 
     pub(crate) fn db(&self) -> &DB {

@@ -10,8 +10,14 @@ use serde_json::Value;
 
 use crate::placement::Placement;
 
-/// The `capstan` binary built beside the test executable (deploy/dev/test.sh builds it).
+/// The `capstan` binary built beside the test executable (deploy/dev/test.sh builds it), or
+/// the one `CAPSTAN_TEST_BINARY` names.
 pub fn capstan_binary() -> Option<PathBuf> {
+    // a build to test other than the one beside the tests (another checkout sharing the
+    // target directory, an installed release)
+    if let Some(bin) = std::env::var_os("CAPSTAN_TEST_BINARY") {
+        return Some(PathBuf::from(bin));
+    }
     let exe = std::env::current_exe().ok()?;
     // target/debug/deps/<test> -> target/debug/capstan
     let bin = exe.parent()?.parent()?.join("capstan");

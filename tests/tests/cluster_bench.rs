@@ -122,7 +122,13 @@ fn summary(label: &str, mut v: Vec<Duration>) {
 #[test]
 #[ignore = "benchmark: run with --ignored --nocapture"]
 fn bench_failover_after_kill9_of_an_owner() {
-    let Some(mut c) = Cluster::start(3) else {
+    // other timings than the defaults, to compare: e.g.
+    // CAPSTAN_BENCH_WORKER_TOML=$'lease_ms = 2000\nheartbeat_interval_ms = 100'
+    let extra = std::env::var("CAPSTAN_BENCH_WORKER_TOML").unwrap_or_default();
+    if !extra.is_empty() {
+        println!("worker timings: defaults overridden by {extra:?}");
+    }
+    let Some(mut c) = Cluster::start_with(3, |_| format!("{extra}\n")) else {
         return;
     };
     let http = client();

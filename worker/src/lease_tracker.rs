@@ -37,11 +37,15 @@ impl LeaseTracker {
         }
     }
 
-    /// Records the replicated renewal counters as of `now`. `released` workers (shut down
-    /// cleanly) are forgotten so they are not live.
+    /// Records the replicated renewal counters as of `now`. A counter that moved is dated by
+    /// when this node received the entry of that worker's latest renewal (`received`, never
+    /// later than `now`; `now` when unknown): after the renewal's send, so still behind the
+    /// worker's own lease clock, but not delayed by an election that held back its
+    /// application. `released` workers (shut down cleanly) are forgotten so they are not live.
     pub fn observe(
         &mut self,
         renewals: &BTreeMap<NodeId, u64>,
+        received: &BTreeMap<NodeId, Instant>,
         released: &BTreeSet<NodeId>,
         now: Instant,
     ) {
@@ -49,7 +53,8 @@ impl LeaseTracker {
             match self.seen.get(&node) {
                 Some(&(seen, _)) if seen == count => {}
                 _ => {
-                    self.seen.insert(node, (count, now));
+                    let at = received.get(&node).map_or(now, |&r| r.min(now));
+                    self.seen.insert(node, (count, at));
                 }
             }
         }
@@ -102,14 +107,38 @@ mod tests {
         v.iter().copied().collect()
     }
 
+    fn no_receipts() -> BTreeMap<NodeId, Instant> {
+        BTreeMap::new()
+    }
+
+    #[test]
+    fn a_renewal_applied_late_is_dated_by_its_receipt() {
+        // the last renewal of a leader that died reached this follower at t0, but was applied
+        // only after the election, 400 ms later: the worker expires EXPIRY after t0
+        let t0 = Instant::now();
+        let none = BTreeSet::new();
+        let ms = Duration::from_millis;
+        let mut t = LeaseTracker::new(EXPIRY, t0 - EXPIRY - ms(1));
+        let received: BTreeMap<NodeId, Instant> = [(1, t0)].into();
+        t.observe(&counts(&[(1, 9)]), &received, &none, t0 + ms(400));
+        assert_eq!(t.next_change(t0 + ms(400)), Some(t0 + EXPIRY + ms(1)));
+        assert_eq!(t.live([1], &none, t0 + EXPIRY), [1].into());
+        assert!(t.live([1], &none, t0 + EXPIRY + ms(1)).is_empty());
+        // a receipt time after the observation (clocks read in another order) is capped
+        let mut t = LeaseTracker::new(EXPIRY, t0 - EXPIRY - ms(1));
+        let received: BTreeMap<NodeId, Instant> = [(1, t0 + ms(50))].into();
+        t.observe(&counts(&[(1, 9)]), &received, &none, t0);
+        assert!(t.live([1], &none, t0 + EXPIRY + ms(1)).is_empty());
+    }
+
     #[test]
     fn a_worker_that_stops_renewing_expires() {
         let t0 = Instant::now();
         let none = BTreeSet::new();
         let mut t = LeaseTracker::new(EXPIRY, t0);
-        t.observe(&counts(&[(1, 5), (2, 7)]), &none, t0);
+        t.observe(&counts(&[(1, 5), (2, 7)]), &no_receipts(), &none, t0);
         let t1 = t0 + Duration::from_millis(1500);
-        t.observe(&counts(&[(1, 6), (2, 7)]), &none, t1);
+        t.observe(&counts(&[(1, 6), (2, 7)]), &no_receipts(), &none, t1);
         let t2 = t0 + Duration::from_millis(2100);
         assert_eq!(t.live([1, 2], &none, t2), [1].into());
         assert_eq!(
@@ -136,8 +165,18 @@ mod tests {
         let ms = Duration::from_millis;
         let mut t = LeaseTracker::new(EXPIRY, t0);
         assert_eq!(t.next_change(t0), Some(t0 + EXPIRY + ms(1)));
-        t.observe(&counts(&[(1, 1), (2, 1)]), &none, t0 + ms(100));
-        t.observe(&counts(&[(1, 2), (2, 1)]), &none, t0 + ms(300));
+        t.observe(
+            &counts(&[(1, 1), (2, 1)]),
+            &no_receipts(),
+            &none,
+            t0 + ms(100),
+        );
+        t.observe(
+            &counts(&[(1, 2), (2, 1)]),
+            &no_receipts(),
+            &none,
+            t0 + ms(300),
+        );
         // grace ends at 2000, node 2 at 2100, node 1 at 2300
         assert_eq!(t.next_change(t0 + ms(500)), Some(t0 + EXPIRY + ms(1)));
         let after_grace = t0 + EXPIRY + ms(1);
@@ -153,7 +192,7 @@ mod tests {
         let t0 = Instant::now();
         let mut t = LeaseTracker::new(EXPIRY, t0);
         let released: BTreeSet<NodeId> = [2].into();
-        t.observe(&counts(&[(1, 1), (2, 1)]), &released, t0);
+        t.observe(&counts(&[(1, 1), (2, 1)]), &no_receipts(), &released, t0);
         assert_eq!(t.live([1, 2], &released, t0), [1].into());
     }
 }

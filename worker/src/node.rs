@@ -315,12 +315,12 @@ impl Node {
     }
 
     /// [`Node::write`] for an operator's request (the REST API): a write that reached no leader
-    /// ([`WriteError::reached_no_leader`]) is sent again every 50 ms for up to `2 × lease`, the
-    /// bound of a commit, so a request that lands in an election waits for the new leader
-    /// instead of answering 503. The workers' own writes (lease renewals, checkpoints) keep
+    /// ([`WriteError::reached_no_leader`]) is sent again every 50 ms for up to the bound of a
+    /// commit (`CheckedWorkerConfig::commit_bound`), so a request that lands in an election
+    /// waits for the new leader instead of answering 503. The workers' own writes (lease renewals, checkpoints) keep
     /// failing fast: their loops retry on their own schedules.
     pub async fn write_through_election(&self, command: Command) -> Result<Response, WriteError> {
-        let deadline = Instant::now() + self.config.lease * 2;
+        let deadline = Instant::now() + self.config.commit_bound();
         loop {
             match self.write(command.clone()).await {
                 Err(e) if e.reached_no_leader() && Instant::now() + LEADER_WAIT < deadline => {
@@ -337,7 +337,7 @@ impl Node {
         check_size(&command)?;
         // a leader cut off from its followers would wait forever for the commit
         let write = self.raft.client_write(command);
-        let Ok(result) = tokio::time::timeout(self.config.lease * 2, write).await else {
+        let Ok(result) = tokio::time::timeout(self.config.commit_bound(), write).await else {
             return Err(WriteError::NoQuorum);
         };
         match result {
@@ -750,7 +750,12 @@ async fn schedule_round(node: &Arc<Node>, tracker: &mut LeaseTracker) {
     let (released, now) = node.state.read(|state| {
         let now = Instant::now();
         let released = state.released_nodes();
-        tracker.observe(state.lease_renewals(), &released, now);
+        tracker.observe(
+            state.lease_renewals(),
+            &node.state.renewals_received(),
+            &released,
+            now,
+        );
         (released, now)
     });
     // a new leader plans only once it has applied an entry of its own term: by then it has

@@ -106,16 +106,16 @@ pub struct MemberConfig {
 }
 
 fn default_lease_ms() -> u64 {
-    2_000
+    680
 }
 fn default_heartbeat_ms() -> u64 {
-    100
+    50
 }
 fn default_election_min_ms() -> u64 {
-    250
+    80
 }
 fn default_election_max_ms() -> u64 {
-    450
+    140
 }
 fn default_rpc_timeout_ms() -> u64 {
     500
@@ -201,6 +201,15 @@ impl CheckedWorkerConfig {
     /// differ by up to 12.5 % between the owner and the leader.
     pub fn lease_expiry(&self) -> Duration {
         self.lease + self.lease / 8
+    }
+
+    /// How long a Raft write may take before it is given up (`NoQuorum`), and how long an
+    /// operator's write waits for a leader through an election: twice the lease, but never
+    /// under 4 s (what it was with the former 2 s default lease), so a slow commit on a loaded machine (a large command, a busy disk) is not
+    /// turned into an error only because the lease is short. A worker's own liveness does not
+    /// depend on it: its lease fences it whatever its writes do.
+    pub fn commit_bound(&self) -> Duration {
+        (self.lease * 2).max(Duration::from_secs(4))
     }
 }
 
@@ -385,7 +394,7 @@ mod tests {
     fn a_good_config_validates_with_defaults() {
         let c = WorkerConfig::from_toml(GOOD).unwrap().validate().unwrap();
         assert_eq!(c.node_id, 2);
-        assert_eq!(c.lease, Duration::from_secs(2));
+        assert_eq!(c.lease, Duration::from_millis(680));
         assert_eq!(c.initial_members.len(), 2);
         assert_eq!(c.tls, None);
     }
@@ -467,13 +476,14 @@ mod tests {
     #[test]
     fn default_timings_keep_the_lease_through_an_election_and_expire_after_the_self_fence() {
         let c = WorkerConfig::from_toml(GOOD).unwrap().validate().unwrap();
-        assert_eq!(c.heartbeat_interval, Duration::from_millis(100));
+        assert_eq!(c.heartbeat_interval, Duration::from_millis(50));
         assert_eq!(
             c.election_timeout,
-            (Duration::from_millis(250), Duration::from_millis(450))
+            (Duration::from_millis(80), Duration::from_millis(140))
         );
-        assert_eq!(c.renew_every(), Duration::from_millis(200));
-        assert_eq!(c.lease_expiry(), Duration::from_millis(2250));
+        assert_eq!(c.renew_every(), Duration::from_millis(68));
+        assert_eq!(c.lease_expiry(), Duration::from_millis(765));
+        assert_eq!(c.commit_bound(), Duration::from_secs(4));
         // the owner stops at `lease`; the leader may move its pipelines only later
         assert!(c.lease_expiry() > c.lease);
         // a renewal period + an election with one refused candidate + two heartbeats
@@ -497,9 +507,14 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("lease_ms"), "{e}");
-        // with the default Raft timings: 188 + (3*450 + 150) + 2*100 = 1888
-        assert!(with("lease_ms = 1887").is_err());
-        assert!(with("lease_ms = 1888").is_ok());
+        // the defaults before 2026-12-04 (lease 2 s, heartbeat 100 ms, election 250-450 ms)
+        assert!(with(
+            "lease_ms = 2000\nheartbeat_interval_ms = 100\nelection_timeout_min_ms = 250\nelection_timeout_max_ms = 450"
+        )
+        .is_ok());
+        // with the default Raft timings: 66 + (3*140 + 75) + 2*50 = 661
+        assert!(with("lease_ms = 660").is_err());
+        assert!(with("lease_ms = 661").is_ok());
         assert!(with(
             "lease_ms = 4000\nheartbeat_interval_ms = 150\nelection_timeout_min_ms = 500\nelection_timeout_max_ms = 1000"
         )
@@ -519,7 +534,7 @@ mod tests {
         check("node_id = 2", "node_id = 0", "node_id");
         check("node_id = 2", "node_id = 3", "initial_members");
         check("8102\"\n", "7102\"\n", "api_listen");
-        check("data_dir", "lease_ms = 1000\ndata_dir", "lease_ms");
+        check("data_dir", "lease_ms = 500\ndata_dir", "lease_ms");
         check("{ id = 1,", "{ id = 2,", "initial_members.id");
         check(
             "raft = \"127.0.0.1:7101\"",
