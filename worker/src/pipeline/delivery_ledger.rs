@@ -161,6 +161,20 @@ impl DeliveryLedger {
         actions
     }
 
+    /// The runner is asked to stop: settle the batch in flight, then commit everything
+    /// acknowledged, due or not, so the next owner (a move, a restart) resumes where this one
+    /// stopped instead of replaying what it published since its last checkpoint. Asked again
+    /// after each action is carried out; nothing left to do once it answers none.
+    pub fn closing(&mut self) -> Vec<LedgerAction> {
+        if self.in_flight.is_some() {
+            return vec![LedgerAction::Settle];
+        }
+        if self.durable != self.committed {
+            return vec![LedgerAction::CommitCheckpoint(self.durable.clone())];
+        }
+        Vec::new()
+    }
+
     /// Raft accepted `point` as the checkpoint at `now`.
     pub fn committed_at(&mut self, point: ResumePoint, now: Instant) {
         if point == self.durable {
@@ -299,6 +313,40 @@ mod tests {
         l.delivered(at(1001), 1, Delivered::Durable);
         assert_eq!(l.idle(false, t0 + LATER), vec![]);
         assert_eq!(l.idle(false, t0 + LATER / 2 + LATER), vec![commit(1001)]);
+    }
+
+    #[test]
+    fn closing_settles_then_commits_what_was_acknowledged_due_or_not() {
+        let (mut l, t0) = start();
+        // one transaction acknowledged and not due (last commit just now), one in flight
+        assert!(l.delivered(at(1), 1, Delivered::Durable).is_empty());
+        assert!(l.delivered(at(2), 1, in_flight(9)).is_empty());
+        assert_eq!(l.closing(), vec![LedgerAction::Settle]);
+        // settled at once: not due by time or count
+        assert_eq!(
+            l.settled(t0),
+            vec![LedgerAction::RecordLag {
+                committed_at_micros: 9
+            }]
+        );
+        assert_eq!(l.closing(), vec![commit(2)]);
+        l.committed_at(at(2), t0);
+        assert_eq!(l.closing(), vec![]);
+        // nothing delivered since the last checkpoint: nothing to do
+        let (mut fresh, _) = start();
+        assert_eq!(fresh.closing(), vec![]);
+    }
+
+    #[test]
+    fn closing_inside_a_sliced_transaction_commits_only_before_it() {
+        let (mut l, t0) = start();
+        assert!(l.delivered(at(1), 1, Delivered::Durable).is_empty());
+        assert!(l
+            .delivered(at(2), 0, Delivered::InsideTransaction)
+            .is_empty());
+        assert_eq!(l.closing(), vec![commit(1)]);
+        l.committed_at(at(1), t0);
+        assert_eq!(l.closing(), vec![]);
     }
 
     #[test]

@@ -10,7 +10,10 @@
 //! (pure); this loop executes its actions. A crash between the two re-publishes
 //! at most the un-checkpointed tail on the next owner — at-least-once, each duplicate carrying
 //! the same `capstan.position`/`capstan.record` headers. Nothing is ever skipped: the position
-//! only covers what was acknowledged (or deliberately filtered).
+//! only covers what was acknowledged (or deliberately filtered). A runner that is *stopped*
+//! (an operator's move, a pause, a worker's SIGTERM) settles its batch in flight and commits
+//! what Kafka acknowledged before it ends ([`DeliveryLedger::closing`]), so the next owner
+//! resumes where it stopped and replays nothing.
 //!
 //! The position committed is the source's checkpoint together with its processed position
 //! (`BinlogSource::position` / `processed`; they differ only while a MariaDB XA prepare holds
@@ -78,6 +81,15 @@ pub const SLICE_BYTES: usize = 8 << 20;
 pub const SOURCE_BUFFER_BYTES: usize = 32 << 20;
 // an output's permits are capped at the source budget: a capped one still fills a batch
 const _: () = assert!(SOURCE_BUFFER_BYTES >= MAX_BATCH_BYTES);
+/// Resolves once `stop` turns true (an error once its sender is gone). Maps the watch's
+/// guard away, so a `select!` holding the result stays `Send`.
+async fn wait_stop(stop: &mut watch::Receiver<bool>) -> Result<(), watch::error::RecvError> {
+    stop.wait_for(|s| *s).await.map(|_| ())
+}
+
+/// How long a stopped runner may take to settle its batch in flight and commit its checkpoint
+/// (within the supervisor's 2 s wait at shutdown).
+const STOP_GRACE: Duration = Duration::from_millis(1500);
 /// Bytes counted for an output without row changes.
 const OUTPUT_OVERHEAD_BYTES: usize = 256;
 
@@ -130,9 +142,20 @@ impl PipelineRunner {
         let outcome = match resolved {
             Ok(spec) => {
                 self.spec = spec;
-                tokio::select! {
-                    exit = self.stream() => exit,
-                    _ = stop.wait_for(|s| *s) => RunnerExit::Stopped,
+                let stream = self.stream(stop.clone());
+                tokio::pin!(stream);
+                let ended = tokio::select! {
+                    exit = &mut stream => Some(exit),
+                    _ = stop.wait_for(|s| *s) => None,
+                };
+                match ended {
+                    Some(exit) => exit,
+                    // the stream sees the stop too: it settles what Kafka holds and commits
+                    // that as the checkpoint, so the next owner replays nothing; a stream
+                    // still starting, or slow to settle, is dropped after the grace
+                    None => tokio::time::timeout(STOP_GRACE, &mut stream)
+                        .await
+                        .unwrap_or(RunnerExit::Stopped),
                 }
             }
             Err(e) => RunnerExit::Retry {
@@ -186,14 +209,17 @@ impl PipelineRunner {
         outcome
     }
 
-    async fn stream(&self) -> RunnerExit {
-        match self.stream_inner().await {
+    async fn stream(&self, stop: watch::Receiver<bool>) -> RunnerExit {
+        match self.stream_inner(stop).await {
             Ok(never) => match never {},
             Err(exit) => exit,
         }
     }
 
-    async fn stream_inner(&self) -> Step<std::convert::Infallible> {
+    async fn stream_inner(
+        &self,
+        mut stop: watch::Receiver<bool>,
+    ) -> Step<std::convert::Infallible> {
         self.report(RunnerState::Starting).await?;
         // the snapshot first: on the first start it commits the stream floor P0 as the
         // checkpoint, which the start position below then resumes from
@@ -333,6 +359,7 @@ impl PipelineRunner {
                 .as_ref()
                 .and_then(|d| d.chunk_due_in(!rx.is_empty()))
                 .unwrap_or(CHECKPOINT_EVERY);
+            let mut stopping = false;
             tokio::select! {
                 item = rx.recv() => {
                     let Some(item) = item else {
@@ -390,6 +417,11 @@ impl PipelineRunner {
                 }
                 _ = tick.tick() => {}
                 _ = tokio::time::sleep(wait) => {}
+                Ok(()) = wait_stop(&mut stop) => stopping = true,
+            }
+            if stopping {
+                self.close(&mut ledger, &mut sink).await?;
+                return Err(RunnerExit::Stopped);
             }
             // nothing waits behind the batch in flight: acknowledge it now rather than with
             // a batch that may be long in coming; else commit the checkpoint when due
@@ -409,6 +441,18 @@ impl PipelineRunner {
                 }
                 self.report(RunnerState::Streaming).await?;
             }
+        }
+    }
+
+    /// A graceful stop: settles the batch in flight and commits everything acknowledged as
+    /// the checkpoint ([`DeliveryLedger::closing`]).
+    async fn close(&self, ledger: &mut DeliveryLedger, sink: &mut RunnerSink) -> Step<()> {
+        loop {
+            let actions = ledger.closing();
+            if actions.is_empty() {
+                return Ok(());
+            }
+            self.execute(ledger, sink, actions).await?;
         }
     }
 

@@ -231,8 +231,15 @@ pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Rece
                 .await;
         }
     }
-    for (_, r) in runners.into_iter().chain(stopping) {
+    // stop them all at once (each settles and commits its checkpoint), then await each
+    let all: Vec<_> = runners
+        .into_values()
+        .chain(stopping.into_iter().map(|(_, r)| r))
+        .collect();
+    for r in &all {
         let _ = r.stop.send(true);
+    }
+    for r in all {
         let _ = tokio::time::timeout(Duration::from_secs(2), r.handle).await;
     }
 }
