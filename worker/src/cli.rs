@@ -2,6 +2,7 @@
 //! here.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -86,24 +87,28 @@ enum DevCommand {
     },
 }
 
-/// Runs the chosen subcommand; the error is a message for the terminal.
-pub async fn run(cli: Cli) -> Result<(), String> {
+/// Runs the chosen subcommand: the process's exit status, or a message for the terminal
+/// (then the status is 1).
+pub async fn run(cli: Cli) -> Result<ExitCode, String> {
+    let done = |r: Result<(), String>| r.map(|()| ExitCode::SUCCESS);
     match cli.command {
-        Command::Worker { config } => worker(config).await,
-        Command::Pipeline { api, command } => crate::cli_pipeline::run(&api, command)
-            .await
-            .map_err(|e| format!("{}: {e}", e.code())),
-        Command::Cluster { api, command } => crate::cli_cluster::run(&api, command)
-            .await
-            .map_err(|e| format!("{}: {e}", e.code())),
+        Command::Worker { config } => done(worker(config).await),
+        Command::Pipeline { api, command } => done(
+            crate::cli_pipeline::run(&api, command)
+                .await
+                .map_err(|e| format!("{}: {e}", e.code())),
+        ),
+        Command::Cluster { api, command } => done(
+            crate::cli_cluster::run(&api, command)
+                .await
+                .map_err(|e| format!("{}: {e}", e.code())),
+        ),
         Command::Verify { api, args } => {
             init_tracing()?;
+            // 0: the topics replay to the source, 1: they differ, 2: they could not be
+            // compared (already printed)
             let code = crate::verify::run(&api, args).await;
-            if code != 0 {
-                // 1: the topics differ, 2: they could not be compared (already printed)
-                std::process::exit(code);
-            }
-            Ok(())
+            Ok(ExitCode::from(u8::try_from(code).unwrap_or(2)))
         }
         Command::Completions { shell } => {
             clap_complete::generate(
@@ -112,16 +117,18 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 "capstan",
                 &mut std::io::stdout(),
             );
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
         Command::Dev {
             command: DevCommand::Kafka { brokers },
         } => {
             init_tracing()?;
             let mut out = std::io::stdout();
-            capstan_kafka::dev_cluster::run_dev_cluster(brokers, &mut out)
-                .await
-                .map_err(|e| format!("{e} ({})", e.code()))
+            done(
+                capstan_kafka::dev_cluster::run_dev_cluster(brokers, &mut out)
+                    .await
+                    .map_err(|e| format!("{e} ({})", e.code())),
+            )
         }
     }
 }

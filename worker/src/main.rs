@@ -57,7 +57,7 @@ fn main() -> ExitCode {
     // alive once the command is done
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(message) => {
             eprintln!("capstan: {message}");
             ExitCode::FAILURE
