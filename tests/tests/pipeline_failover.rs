@@ -95,17 +95,41 @@ async fn failover_under_load(delivery: &'static str, kills: u32) {
 
     // four writers: each transaction inserts a new key and bumps the previous one
     let writers = Writers::start(&db, &schema, WRITERS);
+    // read the topic throughout, so each kill waits until its victim has published
+    let topic = format!("fo.{schema}.t");
+    let bootstrap = kafka.bootstrap_servers().to_string();
+    let isolation = if delivery == "exactly_once" {
+        "read_committed"
+    } else {
+        "read_uncommitted"
+    };
+    let tap = {
+        let (b, t) = (bootstrap.clone(), topic.clone());
+        Arc::new(
+            tokio::task::spawn_blocking(move || {
+                load_common::topic_tap::TopicTap::start_isolated(&b, &t, isolation)
+            })
+            .await
+            .unwrap(),
+        )
+    };
 
     // kill the owner again and again; each time the pipeline must move to another worker with
     // a higher epoch and stream again; the killed worker is restarted to keep a quorum
     for round in 0..kills {
         tokio::time::sleep(Duration::from_millis(1500)).await;
+        let tap = tap.clone();
         blocking(Box::new(move |c| {
             let via = [1, 2, 3]
                 .into_iter()
                 .find(|&n| c.workers.get_mut(&n).unwrap().is_running())
                 .unwrap();
             let (victim, epoch, _) = c.pipeline_owner(via, "load").expect("owned");
+            // every owner publishes before it dies (the final check counts one epoch per owner)
+            assert!(
+                tap.wait_for_epoch(epoch, SETTLE),
+                "round {round}: no record of epoch {epoch} reached the topic"
+            );
             c.kill9(victim);
             assert!(!c.workers.get_mut(&victim).unwrap().is_running(), "owner really died");
             let via = [1, 2, 3].into_iter().find(|&n| n != victim).unwrap();
@@ -133,13 +157,11 @@ async fn failover_under_load(delivery: &'static str, kills: u32) {
     );
     let want = events(&expected);
 
-    let topic = format!("fo.{schema}.t");
-    let bootstrap = kafka.bootstrap_servers().to_string();
-    let isolation = if delivery == "exactly_once" {
-        "read_committed"
-    } else {
-        "read_uncommitted"
-    };
+    if let Ok(tap) = Arc::try_unwrap(tap) {
+        tokio::task::spawn_blocking(move || tap.finish(0, Duration::ZERO))
+            .await
+            .unwrap();
+    }
     let seen = read_topic_async(&bootstrap, &topic, isolation, want).await;
     // no change missing, nothing extra, per-key order exactly the source's
     assert_histories(&seen.histories, &expected);

@@ -1,7 +1,7 @@
 //! [`TopicTap`]: an independent consumer reading a table topic *while* a scenario runs, noting
 //! when each record arrived: the evidence of when an owner stopped publishing.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -23,6 +23,8 @@ pub struct Receipt {
 pub struct TopicTap {
     want: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
+    /// The highest `capstan.epoch` read so far (0: none).
+    max_epoch: Arc<AtomicU64>,
     handle: JoinHandle<(TopicContents, Vec<Receipt>)>,
 }
 
@@ -30,6 +32,12 @@ impl TopicTap {
     /// Waits up to 30 s for `topic` to exist, then reads it `read_uncommitted` from its first
     /// offsets on a thread of its own.
     pub fn start(bootstrap: &str, topic: &str) -> TopicTap {
+        Self::start_isolated(bootstrap, topic, "read_uncommitted")
+    }
+
+    /// [`TopicTap::start`] with the consumer's `isolation.level` (`read_committed` sees only
+    /// committed transactions' records).
+    pub fn start_isolated(bootstrap: &str, topic: &str, isolation: &str) -> TopicTap {
         let probe: BaseConsumer = rdkafka::ClientConfig::new()
             .set("bootstrap.servers", bootstrap)
             .create()
@@ -54,8 +62,9 @@ impl TopicTap {
         }
         let want = Arc::new(AtomicUsize::new(usize::MAX));
         let stop = Arc::new(AtomicBool::new(false));
-        let (w, s) = (want.clone(), stop.clone());
-        let consumer = consumer_from_start(bootstrap, topic, "read_uncommitted");
+        let max_epoch = Arc::new(AtomicU64::new(0));
+        let (w, s, m) = (want.clone(), stop.clone(), max_epoch.clone());
+        let consumer = consumer_from_start(bootstrap, topic, isolation);
         let handle = std::thread::spawn(move || {
             let mut collector = Collector::default();
             let mut receipts = Vec::new();
@@ -66,17 +75,41 @@ impl TopicTap {
                 {
                     break;
                 }
-                let Some(Ok(m)) = consumer.poll(Duration::from_millis(50)) else {
+                let Some(Ok(msg)) = consumer.poll(Duration::from_millis(50)) else {
                     continue;
                 };
                 let at = Instant::now();
                 last_new = at;
-                let epoch = collector.add(&m);
+                let epoch = collector.add(&msg);
+                if let Some(e) = epoch {
+                    m.fetch_max(e, Ordering::Relaxed);
+                }
                 receipts.push(Receipt { at, epoch });
             }
             (collector.into_contents(), receipts)
         });
-        TopicTap { want, stop, handle }
+        TopicTap {
+            want,
+            stop,
+            max_epoch,
+            handle,
+        }
+    }
+
+    /// Waits up to `timeout` until a record of `epoch` or a later one has been read: proof
+    /// that the owner of that epoch published. Whether it was.
+    #[allow(dead_code)] // not every test binary that includes this module waits
+    pub fn wait_for_epoch(&self, epoch: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.max_epoch.load(Ordering::Relaxed) >= epoch {
+                return true;
+            }
+            if Instant::now() >= deadline || self.handle.is_finished() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Reads on until the topic holds at least `want` change events and then nothing new for
