@@ -92,6 +92,15 @@ pub enum SinkError {
         /// What is missing.
         reason: &'static str,
     },
+    /// A column that `message_key_columns` names for a table is not in its row (dropped or
+    /// renamed since the pipeline was configured).
+    #[error("message key column {column} of {table} is not in the row")]
+    MessageKeyColumnMissing {
+        /// `schema.table`.
+        table: String,
+        /// The column name.
+        column: String,
+    },
     /// The topic a table maps to is not a legal Kafka topic name.
     #[error("topic for {table} is invalid: {reason}")]
     InvalidTopic {
@@ -194,6 +203,7 @@ impl SinkError {
             SinkError::InvalidText { .. } => "invalid_text",
             SinkError::NonFiniteNumber { .. } => "non_finite_number",
             SinkError::MalformedChange { .. } => "malformed_change",
+            SinkError::MessageKeyColumnMissing { .. } => "message_key_column_missing",
             SinkError::InvalidTopic { .. } => "invalid_topic",
             SinkError::DeliveryFailed { .. } => "kafka_delivery_failed",
             SinkError::RecordTooLarge { .. } => "kafka_record_too_large",
@@ -236,6 +246,7 @@ impl SinkError {
             | SinkError::InvalidText { .. }
             | SinkError::NonFiniteNumber { .. }
             | SinkError::MalformedChange { .. }
+            | SinkError::MessageKeyColumnMissing { .. }
             | SinkError::InvalidTopic { .. }
             | SinkError::RecordTooLarge { .. }
             | SinkError::OffsetsRecordInvalid { .. }

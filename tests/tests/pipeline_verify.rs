@@ -86,10 +86,9 @@ fn verify_reports_a_matching_pipeline_clean_and_each_planted_difference() {
         (t["source_rows"].as_u64(), t["topic_keys"].as_u64()),
         (Some(5), Some(5))
     );
-    // 5 r, u, d, its tombstone, c: the snapshot's records of a table keyed by a
-    // unique key only have a null key, while MySQL's binlog names that NOT NULL unique key
-    // as the table's primary key, so the streamed ones carry it (and a delete its
-    // tombstone); verify identifies both by the key columns
+    // 5 r, u, d, its tombstone, c: a table keyed by a NOT NULL unique key only is keyed
+    // by it, in the snapshot's records and the streamed ones alike (MySQL's binlog names
+    // that key as the table's primary key)
     assert_eq!(t["records"]["records"], 9, "{t}");
     assert_eq!(t["records"]["tombstones"], 1, "{t}");
     assert_eq!(t["missing"]["count"], 0, "{t}");

@@ -521,9 +521,15 @@ async fn edge_tables(flavor: &'static str) {
             "comp" => assert_eq!(r.read_recs.len(), comp_values.len()),
             "uk" => {
                 assert_eq!(r.read_recs.len(), 6);
+                // keyed by the NOT NULL unique key: the snapshot's rows and the stream's
+                // changes alike (the sentinel, id 1000, was streamed)
+                for x in r.read_recs.iter().chain(&r.changes) {
+                    let id = &x.value.as_ref().unwrap()["after"]["id"];
+                    assert_eq!(x.key, Some(json!({ "id": id })), "{n}: record key");
+                }
                 assert!(
-                    r.read_recs.iter().all(|x| x.key.is_none()),
-                    "keyless records"
+                    r.changes.iter().any(|x| x.key == Some(json!({"id": 1000}))),
+                    "{n}: the streamed sentinel"
                 );
                 let ids: Vec<i64> = r
                     .read_recs

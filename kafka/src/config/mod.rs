@@ -2,6 +2,7 @@
 //! `validate()` without any I/O into the types the publisher and record builder use.
 
 mod event_format;
+mod message_key_columns;
 mod producer_overrides;
 mod producer_settings;
 mod sink_config;
@@ -9,6 +10,7 @@ mod snapshot_marker;
 mod topic_settings;
 
 pub use event_format::EventFormat;
+pub use message_key_columns::MessageKeyColumns;
 pub use producer_overrides::{is_secret_property, ProducerOverrides, REDACTED};
 pub use producer_settings::{validate_overrides, ProducerSettings};
 pub use sink_config::{CheckedSinkConfig, DeliveryMode, SinkConfig};

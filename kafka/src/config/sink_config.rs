@@ -6,6 +6,7 @@ use capstan_core::position::Flavor;
 use serde::{Deserialize, Serialize};
 
 use super::event_format::EventFormat;
+use super::message_key_columns::MessageKeyColumns;
 use super::producer_overrides::ProducerOverrides;
 use super::producer_settings::{validate_overrides, ProducerSettings};
 use super::snapshot_marker::{SnapshotMarker, SNAPSHOT_MARKER_TOPIC_SUFFIX};
@@ -124,6 +125,10 @@ pub struct SinkConfig {
     /// last row; opt-in).
     #[serde(default)]
     pub snapshot_marker: SnapshotMarker,
+    /// Per table (`"db.table"`), the columns whose values form its record key instead of its
+    /// primary key (Debezium's `message.key.columns`), in key order.
+    #[serde(default)]
+    pub message_key_columns: MessageKeyColumns,
 }
 
 /// A checked sink configuration: everything the publisher and the record builder need.
@@ -187,6 +192,7 @@ impl SinkConfig {
             format: EventFormat::default(),
             type_mapping: TypeMapping::default(),
             snapshot_marker: SnapshotMarker::default(),
+            message_key_columns: MessageKeyColumns::default(),
         }
     }
 
@@ -257,6 +263,7 @@ impl SinkConfig {
                 "must be non-empty without whitespace",
             ));
         }
+        let message_keys = self.message_key_columns.validate()?;
         validate_overrides(&self.producer_overrides)?;
         self.topics.validate()?;
         let encoding = self.value_encoding()?;
@@ -312,6 +319,7 @@ impl SinkConfig {
                 max_record_bytes,
                 encoding,
                 snapshot_marker_topic,
+                message_keys,
             },
             delivery: self.delivery,
             producer,
@@ -365,6 +373,31 @@ mod tests {
             checked.record_options.snapshot_marker_topic.as_deref(),
             Some("cdc.snapshot_complete")
         );
+    }
+
+    #[test]
+    fn message_key_columns_are_checked_and_passed_on() {
+        let c: SinkConfig = serde_json::from_str(
+            r#"{"bootstrap_servers":"k:9092","topic_prefix":"cdc",
+                "message_key_columns":{"shop.orders":["tenant","no"]}}"#,
+        )
+        .unwrap();
+        let keys = c
+            .validate(Flavor::Mysql)
+            .unwrap()
+            .record_options
+            .message_keys;
+        assert_eq!(
+            keys.get(&capstan_core::change::TableId::new("shop", "orders"))
+                .map(|c| c.to_vec()),
+            Some(vec!["tenant".to_string(), "no".to_string()])
+        );
+        let mut c = SinkConfig::new("k:9092", "cdc");
+        c.message_key_columns.insert("orders", &["id"]);
+        match c.validate(Flavor::Mysql).unwrap_err() {
+            SinkError::InvalidConfig { field, .. } => assert_eq!(field, "message_key_columns"),
+            e => panic!("unexpected {e:?}"),
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub(super) fn builder(tombstones: bool, txn_topic: bool) -> RecordBuilder {
         max_record_bytes: 1_000_000,
         encoding: Default::default(),
         snapshot_marker_topic: Some("cdc.snapshot_complete".to_string()),
+        message_keys: Default::default(),
     })
 }
 

@@ -17,6 +17,7 @@ mod golden_schema_changes;
 mod golden_tests;
 mod json_value;
 mod kafka_record;
+mod message_key;
 mod record_builder;
 mod record_emitter;
 mod topic_template;
@@ -26,6 +27,7 @@ mod value_encoding;
 pub use kafka_record::{
     KafkaRecord, HEADER_EPOCH, HEADER_PIPELINE, HEADER_POSITION, HEADER_RECORD, HEADER_ROW,
 };
+pub use message_key::MessageKeys;
 pub use record_builder::{
     BinlogCoordinates, RecordBuilder, RecordContext, RecordOptions, SnapshotChunk,
     SCHEMA_CHANGE_POSITION_PREFIX, SOURCE_VERSION,

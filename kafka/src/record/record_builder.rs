@@ -15,6 +15,7 @@
 //! A DDL statement becomes one schema-change event on the topic named after the prefix
 //! (Debezium's schema-change topic), keyed by its database.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use capstan_core::change::{Change, Op, Row, SchemaChange, TableId, Transaction, TransactionGtid};
@@ -25,6 +26,7 @@ use super::envelope::{
     TransactionBlock, TransactionEvent, TransactionKey,
 };
 use super::kafka_record::KafkaRecord;
+use super::message_key::{key_columns, MessageKeys};
 use super::record_emitter::{image, key_object, missing, serialize, Emitter, TransactionProgress};
 use super::topic_template::TopicTemplate;
 use super::value_encoding::ValueEncoding;
@@ -57,6 +59,9 @@ pub struct RecordOptions {
     /// The topic of the snapshot-complete markers: a control topic (the default,
     /// `<prefix>.snapshot_complete`), or `None` for each table's own topic (opt-in).
     pub snapshot_marker_topic: Option<String>,
+    /// Per table, the columns of its record key instead of the change's or the chunk's key
+    /// (`message_key_columns`, Debezium's `message.key.columns`).
+    pub message_keys: MessageKeys,
 }
 
 /// Who is publishing, and when: inputs that are not part of the change itself.
@@ -86,7 +91,8 @@ pub struct BinlogCoordinates<'a> {
 pub struct SnapshotChunk<'a> {
     /// The table.
     pub table: &'a TableId,
-    /// Primary-key column indexes, in key order (empty for a keyless table).
+    /// The record key's column indexes, in key order: the primary key, else the NOT NULL
+    /// unique key the table is read by (empty for a keyless table).
     pub key: &'a [usize],
     /// The rows, in primary-key order.
     pub rows: &'a [Row],
@@ -286,12 +292,16 @@ impl RecordBuilder {
             .as_ref()
             .map(|r| image(r, table, &self.options.encoding))
             .transpose()?;
+        let key = match change.before.as_ref().or(change.after.as_ref()) {
+            Some(r) => key_columns(&self.options.message_keys, table, r.columns(), &change.key)?,
+            None => Cow::Borrowed(&change.key[..]),
+        };
         let before_key = match &change.before {
-            Some(r) => key_object(r, &change.key, table, &self.options.encoding)?,
+            Some(r) => key_object(r, &key, table, &self.options.encoding)?,
             None => None,
         };
         let after_key = match &change.after {
-            Some(r) => key_object(r, &change.key, table, &self.options.encoding)?,
+            Some(r) => key_object(r, &key, table, &self.options.encoding)?,
             None => None,
         };
         let mut events: Vec<Event<'_>> = Vec::with_capacity(2);
@@ -474,9 +484,13 @@ impl RecordBuilder {
             self.options.max_record_bytes,
         );
         let last_row = chunk.rows.len().checked_sub(1);
+        let key_cols = match chunk.rows.first() {
+            Some(r) => key_columns(&self.options.message_keys, table, r.columns(), chunk.key)?,
+            None => Cow::Borrowed(chunk.key),
+        };
         for (row_index, row) in chunk.rows.iter().enumerate() {
             let after = image(row, table, &self.options.encoding)?;
-            let key = key_object(row, chunk.key, table, &self.options.encoding)?;
+            let key = key_object(row, &key_cols, table, &self.options.encoding)?;
             let snapshot = match (Some(row_index) == last_row, chunk.last_of_snapshot) {
                 (true, true) => "last",
                 (true, false) if chunk.last_of_table => "last_in_data_collection",

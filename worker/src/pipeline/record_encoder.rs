@@ -156,6 +156,7 @@ mod tests {
             max_record_bytes: 1_000_000,
             encoding: Default::default(),
             snapshot_marker_topic: Some("cdc.snapshot_complete".into()),
+            message_keys: Default::default(),
         })
     }
 

@@ -214,13 +214,10 @@ impl PipelineRunner {
         let table = driver
             .table(&chunk.table)
             .ok_or_else(|| RunnerExit::failed("snapshot_table_not_found"))?;
-        // record keys as the stream gives them: the primary key; none for a table keyed
-        // by a unique key only
-        let key: Vec<usize> = if table.key.from_unique_key {
-            Vec::new()
-        } else {
-            table.key.columns.iter().map(|c| c.position).collect()
-        };
+        // the record key: the primary key, else the NOT NULL unique key the table is read by
+        // (the binlog's table map names that key as the primary key too, so the stream's
+        // changes carry the same key)
+        let key: Vec<usize> = table.key.columns.iter().map(|c| c.position).collect();
         let done = driver.rows_done(&chunk.table);
         let chunk_id = format!("{}/{done}", chunk.table);
         let spec = SnapshotChunk {

@@ -42,13 +42,9 @@ impl SourceScan<'_> {
     pub async fn expected(&mut self, table: &SnapshotTable) -> Result<ExpectedRows, VerifyError> {
         let name = table.id.to_string();
         let key_columns = Self::key_columns(table);
-        // record keys as the stream gives them: the primary key; none for a table read by a
-        // unique key only (runner_deliver does the same)
-        let record_key: Vec<usize> = if table.key.from_unique_key {
-            Vec::new()
-        } else {
-            table.key.columns.iter().map(|c| c.position).collect()
-        };
+        // record keys as a snapshot gives them: the primary key, else the unique key the
+        // table is read by (runner_deliver does the same)
+        let record_key: Vec<usize> = table.key.columns.iter().map(|c| c.position).collect();
         let ctx = RecordContext {
             pipeline: self.pipeline,
             epoch: 0,
