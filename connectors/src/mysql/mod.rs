@@ -14,6 +14,7 @@
 mod assembler;
 mod binlog_file;
 mod binlog_stream;
+mod column_types;
 mod connect;
 pub mod decode;
 mod dump;

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use capstan_core::change::TableId;
+use capstan_core::change::{ColumnTypes, TableId};
 use capstan_core::position::Flavor;
 use mysql_common::binlog::events::{OptionalMetadataField, TableMapEvent};
 use mysql_common::constants::ColumnType;
@@ -66,6 +66,8 @@ pub struct TableSchema {
     pub column_names: Arc<[String]>,
     /// Primary-key column indexes in key order (empty if none or unknown).
     pub key: Arc<[usize]>,
+    /// The declared column types, in table order (computed once per table map).
+    pub types: ColumnTypes,
     /// True if the table map carried column names.
     pub has_column_names: bool,
     /// True if the table map carried signedness (or the table has no numeric column).
@@ -257,6 +259,7 @@ impl TableSchema {
             }
         }
 
+        let types = super::column_types::column_types(&columns);
         let has_column_names = names.is_some();
         let column_names: Arc<[String]> = match names {
             Some(v) => v.into(),
@@ -271,6 +274,7 @@ impl TableSchema {
             columns,
             column_names,
             key: key.into(),
+            types,
             has_column_names,
             has_signedness,
         })

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::column_type::ColumnTypes;
 use super::row::Row;
 use super::table_id::TableId;
 
@@ -51,6 +52,9 @@ pub struct Change {
     pub after: Option<Row>,
     /// Primary-key column indexes, in key order.
     pub key: Arc<[usize]>,
+    /// The declared column types of the table version the rows were written under, in table
+    /// order (`None` when the source does not give them).
+    pub types: Option<ColumnTypes>,
 }
 
 impl Change {
@@ -114,6 +118,7 @@ mod tests {
             before: Some(row),
             after: None,
             key: vec![0].into(),
+            types: None,
         };
         assert_eq!(c.key_column_names(), vec!["id"]);
         assert!(c.current_image().is_some());

@@ -12,6 +12,7 @@
 
 #[allow(clippy::module_inception)]
 mod change;
+mod column_type;
 mod row;
 mod schema_change;
 mod table_id;
@@ -20,6 +21,7 @@ mod transaction;
 mod value;
 
 pub use change::{Change, Op};
+pub use column_type::{ColumnType, ColumnTypes, SqlType};
 pub use row::{Row, RowShapeError};
 pub use schema_change::{SchemaChange, SchemaChangeKind};
 pub use table_id::TableId;

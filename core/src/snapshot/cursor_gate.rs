@@ -285,6 +285,7 @@ mod tests {
             before: Some(row(1)),
             after: Some(row(2)),
             key: vec![0].into(),
+            types: None,
         };
         let d = Verdict::DeleteOnly.apply(change.clone()).unwrap();
         assert_eq!((d.op, d.before, d.after), (Op::Delete, Some(row(1)), None));

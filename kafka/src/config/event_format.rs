@@ -13,11 +13,18 @@ pub enum EventFormat {
     /// Debezium's MySQL-connector encodings, as Debezium's JSON converter writes them with
     /// `schemas.enable=false`; the sink's `type_mapping` chooses among Debezium's modes.
     DebeziumJson,
+    /// As `debezium_json`, each key and value wrapped with its Kafka Connect schema
+    /// (`{"schema": …, "payload": …}`), as Debezium's JSON converter writes them with
+    /// `schemas.enable=true`.
+    DebeziumJsonSchema,
 }
 
 impl EventFormat {
     /// True for the formats that read the sink's `type_mapping`.
     pub fn is_debezium(self) -> bool {
-        matches!(self, EventFormat::DebeziumJson)
+        matches!(
+            self,
+            EventFormat::DebeziumJson | EventFormat::DebeziumJsonSchema
+        )
     }
 }

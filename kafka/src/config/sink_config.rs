@@ -320,6 +320,7 @@ impl SinkConfig {
                 encoding,
                 snapshot_marker_topic,
                 message_keys,
+                connect_schemas: self.format == EventFormat::DebeziumJsonSchema,
             },
             delivery: self.delivery,
             producer,
@@ -491,6 +492,26 @@ mod tests {
             r#"{"bootstrap_servers":"k:9092","topic_prefix":"cdc","format":"avro"}"#,
         );
         assert!(r.is_err());
+        assert!(
+            !c.validate(Flavor::Mysql)
+                .unwrap()
+                .record_options
+                .connect_schemas
+        );
+        let c: SinkConfig = serde_json::from_str(
+            r#"{"bootstrap_servers":"k:9092","topic_prefix":"cdc","format":"debezium_json_schema",
+                "type_mapping":{"time_precision_mode":"connect"}}"#,
+        )
+        .unwrap();
+        let checked = c.validate(Flavor::Mysql).unwrap();
+        assert!(checked.record_options.connect_schemas);
+        assert!(matches!(
+            checked.record_options.encoding,
+            ValueEncoding::Debezium(TypeMapping {
+                time_precision_mode: crate::record::TimePrecision::Connect,
+                ..
+            })
+        ));
     }
 
     #[test]

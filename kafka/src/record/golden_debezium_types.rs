@@ -348,6 +348,7 @@ fn keys_and_snapshot_rows_use_the_format() {
         table: &table,
         key: &[0],
         rows: &rows,
+        types: None,
         chunk_id: "c1",
         coordinates: coords(),
         last_of_table: false,

@@ -22,6 +22,7 @@ pub(super) fn builder(tombstones: bool, txn_topic: bool) -> RecordBuilder {
         encoding: Default::default(),
         snapshot_marker_topic: Some("cdc.snapshot_complete".to_string()),
         message_keys: Default::default(),
+        connect_schemas: false,
     })
 }
 
@@ -66,6 +67,7 @@ pub(super) fn change(
         before,
         after,
         key: key.to_vec().into(),
+        types: None,
     }
 }
 
@@ -434,6 +436,7 @@ fn snapshot_chunk_reads() {
         table: &table,
         key: &[0],
         rows: &rows,
+        types: None,
         chunk_id: "shop.orders/3",
         coordinates: coords(),
         last_of_table: true,

@@ -130,6 +130,7 @@ mod tests {
             table: &t,
             key: &[0],
             rows: &rows,
+            types: None,
             chunk_id: "c",
             coordinates: coords(),
             last_of_table: false,

@@ -4,11 +4,14 @@
 //! The wire format is specified in `docs/event-format.md`.
 
 mod charset_decoder;
+mod connect_schema;
 mod debezium_value;
 mod envelope;
 mod epoch_days;
 #[cfg(test)]
 mod golden_column_types;
+#[cfg(test)]
+mod golden_connect_schema;
 #[cfg(test)]
 mod golden_debezium_types;
 #[cfg(test)]
@@ -20,6 +23,7 @@ mod kafka_record;
 mod message_key;
 mod record_builder;
 mod record_emitter;
+mod schema_cache;
 mod topic_template;
 mod type_mapping;
 mod value_encoding;

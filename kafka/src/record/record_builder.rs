@@ -18,9 +18,12 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use capstan_core::change::{Change, Op, Row, SchemaChange, TableId, Transaction, TransactionGtid};
+use capstan_core::change::{
+    Change, ColumnTypes, Op, Row, SchemaChange, TableId, Transaction, TransactionGtid,
+};
 use capstan_core::position::Flavor;
 
+use super::connect_schema::type_of_value;
 use super::envelope::{
     DataCollectionCount, Envelope, OrderedObject, SchemaChangeEvent, SchemaChangeKey, Source,
     TransactionBlock, TransactionEvent, TransactionKey,
@@ -28,7 +31,9 @@ use super::envelope::{
 use super::kafka_record::KafkaRecord;
 use super::message_key::{key_columns, MessageKeys};
 use super::record_emitter::{image, key_object, missing, serialize, Emitter, TransactionProgress};
+use super::schema_cache::{build_schemas, framed, SchemaCache, TableSchemas, TableVersion};
 use super::topic_template::TopicTemplate;
+use super::type_mapping::TypeMapping;
 use super::value_encoding::ValueEncoding;
 use crate::SinkError;
 
@@ -62,6 +67,10 @@ pub struct RecordOptions {
     /// Per table, the columns of its record key instead of the change's or the chunk's key
     /// (`message_key_columns`, Debezium's `message.key.columns`).
     pub message_keys: MessageKeys,
+    /// `format: debezium_json_schema`: each key and value is wrapped with its Kafka Connect
+    /// schema, `{"schema": …, "payload": …}` (Debezium's JSON converter with
+    /// `schemas.enable=true`).
+    pub connect_schemas: bool,
 }
 
 /// Who is publishing, and when: inputs that are not part of the change itself.
@@ -96,6 +105,9 @@ pub struct SnapshotChunk<'a> {
     pub key: &'a [usize],
     /// The rows, in primary-key order.
     pub rows: &'a [Row],
+    /// The declared column types of the table (for the schema'd format; `None`: inferred
+    /// from the values).
+    pub types: Option<&'a ColumnTypes>,
     /// A stable identity of the chunk (for the `capstan.position` header: `snapshot:<id>`).
     pub chunk_id: &'a str,
     /// The binlog coordinates of the snapshot's read point.
@@ -130,6 +142,8 @@ struct SnapshotCompleteKey {
 #[derive(Clone, Debug)]
 pub struct RecordBuilder {
     options: RecordOptions,
+    /// The Connect schemas of the table versions seen (schema'd format only).
+    schemas: SchemaCache,
 }
 
 /// One data event to emit (borrowing the images).
@@ -143,7 +157,58 @@ struct Event<'e> {
 impl RecordBuilder {
     /// A builder for checked options.
     pub fn new(options: RecordOptions) -> Self {
-        RecordBuilder { options }
+        RecordBuilder {
+            options,
+            schemas: SchemaCache::default(),
+        }
+    }
+
+    /// The Connect schemas of a table version in the schema'd format (`None` in the others):
+    /// built once per table version when the source gave the column types, else inferred from
+    /// `row`'s values.
+    fn table_schemas(
+        &self,
+        topic: &str,
+        row: Option<&Row>,
+        types: Option<&ColumnTypes>,
+        key: &[usize],
+    ) -> Option<Arc<TableSchemas>> {
+        if !self.options.connect_schemas {
+            return None;
+        }
+        let row = row?;
+        let mapping = match self.options.encoding {
+            ValueEncoding::Debezium(m) => m,
+            ValueEncoding::Capstan => TypeMapping::default(),
+        };
+        let inferred: ColumnTypes;
+        let given = types.is_some();
+        let types = match types {
+            Some(t) => t,
+            None => {
+                inferred = row.values().iter().map(type_of_value).collect();
+                &inferred
+            }
+        };
+        let version = TableVersion {
+            topic,
+            columns: row.columns_arc(),
+            types,
+            key,
+            flavor: self.options.flavor,
+            mapping: &mapping,
+        };
+        Some(if given {
+            self.schemas.get(&version)
+        } else {
+            Arc::new(build_schemas(&version))
+        })
+    }
+
+    /// How many Connect schemas this builder (and its clones) built, for tests.
+    #[cfg(test)]
+    pub(crate) fn schemas_built(&self) -> u64 {
+        self.schemas.built()
     }
 
     /// The options this builder uses.
@@ -359,6 +424,12 @@ impl RecordBuilder {
             }
         }
         let collection = table.to_string();
+        let schemas = self.table_schemas(
+            topic,
+            change.before.as_ref().or(change.after.as_ref()),
+            change.types.as_ref(),
+            &key,
+        );
         for event in events {
             let (total_order, collection_order) = em.count(&collection);
             let envelope = Envelope {
@@ -388,6 +459,7 @@ impl RecordBuilder {
             };
             let key = event.key.map(|k| serialize(k, table)).transpose()?;
             let value = serialize(&envelope, table)?;
+            let (key, value) = framed(schemas.as_deref(), key, value);
             em.push(
                 table,
                 topic,
@@ -488,6 +560,7 @@ impl RecordBuilder {
             Some(r) => key_columns(&self.options.message_keys, table, r.columns(), chunk.key)?,
             None => Cow::Borrowed(chunk.key),
         };
+        let schemas = self.table_schemas(&topic, chunk.rows.first(), chunk.types, &key_cols);
         for (row_index, row) in chunk.rows.iter().enumerate() {
             let after = image(row, table, &self.options.encoding)?;
             let key = key_object(row, &key_cols, table, &self.options.encoding)?;
@@ -519,6 +592,7 @@ impl RecordBuilder {
             };
             let key = key.as_ref().map(|k| serialize(k, table)).transpose()?;
             let value = serialize(&envelope, table)?;
+            let (key, value) = framed(schemas.as_deref(), key, value);
             em.push(table, &topic, key, Some(value), Some(row_index), ctx.now_ms)?;
         }
         Ok(em.records)

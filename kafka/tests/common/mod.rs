@@ -58,6 +58,7 @@ pub fn insert_tx(gno: u64, first_id: i64, rows: usize) -> Transaction {
                 .unwrap(),
             ),
             key: vec![0].into(),
+            types: None,
         })
         .collect();
     Transaction {

@@ -224,6 +224,7 @@ impl PipelineRunner {
             table: &chunk.table,
             key: &key,
             rows: &chunk.payload.rows,
+            types: Some(&table.types),
             chunk_id: &chunk_id,
             coordinates: *coordinates,
             last_of_table: chunk.last,

@@ -103,6 +103,7 @@ pub(super) mod tests {
                     before: None,
                     after: Some(Row::new(columns.clone(), vec![Value::Int(id)]).unwrap()),
                     key: Arc::from(vec![0usize]),
+                    types: None,
                 })
                 .collect(),
             partially_filtered: false,

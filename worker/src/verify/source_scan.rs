@@ -62,6 +62,7 @@ impl SourceScan<'_> {
                 table: &table.id,
                 key: &record_key,
                 rows: &chunk.rows,
+                types: Some(&table.types),
                 chunk_id: "verify",
                 coordinates: BinlogCoordinates {
                     server_id: 0,

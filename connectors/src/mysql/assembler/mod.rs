@@ -662,6 +662,7 @@ impl TransactionAssembler {
                 before: full_row(&schema, before)?,
                 after: full_row(&schema, after)?,
                 key: Arc::clone(&schema.key),
+                types: Some(Arc::clone(&schema.types)),
             };
             *bytes += change.approximate_bytes();
             changes.push(change);

@@ -29,6 +29,7 @@
 mod canary;
 mod chunk;
 mod chunk_prefetch;
+mod declared_type;
 mod error;
 mod key;
 mod pad_space;

@@ -10,8 +10,9 @@
 
 use std::sync::Arc;
 
-use capstan_core::change::TableId;
+use capstan_core::change::{ColumnTypes, TableId};
 
+use super::declared_type::declared_type;
 use super::error::SnapshotError;
 use super::key::{KeyColumn, KeyKind, KeyShape};
 
@@ -24,6 +25,8 @@ pub struct SnapshotTable {
     pub columns: Arc<[String]>,
     /// The chunking key.
     pub key: KeyShape,
+    /// The declared column types, in table order (as the binlog's table map gives them).
+    pub types: ColumnTypes,
     /// `information_schema.TABLES.TABLE_ROWS`: an estimate, for progress only.
     pub estimated_rows: u64,
     /// A stable hash of the column definitions (name, `COLUMN_TYPE`, character set,
@@ -370,6 +373,11 @@ pub(crate) fn describe_from(
             id: table.clone(),
             columns: columns.iter().map(|c| c.name.clone()).collect(),
             key,
+            types: columns
+                .iter()
+                .zip(&infos)
+                .map(|(c, info)| declared_type(c, info.kind))
+                .collect(),
             estimated_rows,
             fingerprint,
         },

@@ -1,0 +1,144 @@
+//! The Connect schemas of the `debezium_json_schema` format, built once per table version (its
+//! topic, column names, column types and key columns) and kept serialized, so each record only
+//! splices its payload into `{"schema": …, "payload": …}`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use capstan_core::change::{ColumnType, ColumnTypes};
+use capstan_core::position::Flavor;
+
+use super::connect_schema::{envelope_schema, row_schema};
+use super::type_mapping::TypeMapping;
+
+/// Table versions kept at most; past this the cache starts over (a pipeline with more live
+/// table versions than this rebuilds some schemas, and stays correct).
+const MAX_ENTRIES: usize = 4096;
+
+/// The serialized key and envelope schemas of one table version.
+#[derive(Debug)]
+pub(crate) struct TableSchemas {
+    /// The key struct's schema (`<topic>.Key`); `None` for a table without a record key.
+    pub(crate) key: Option<Vec<u8>>,
+    /// The envelope's schema (`<topic>.Envelope`).
+    pub(crate) value: Vec<u8>,
+}
+
+/// What identifies a table version's schemas.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct SchemaKey {
+    topic: String,
+    columns: Arc<[String]>,
+    types: ColumnTypes,
+    key: Vec<usize>,
+}
+
+/// Schemas by table version, shared by the clones of one record builder.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SchemaCache {
+    entries: Arc<Mutex<HashMap<SchemaKeyHandle, Arc<TableSchemas>>>>,
+    /// Schemas built (not found in the cache), for tests.
+    built: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// [`SchemaKey`] behind a newtype, so the map's `Debug` does not list column names.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct SchemaKeyHandle(SchemaKey);
+
+impl std::fmt::Debug for SchemaKeyHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.topic)
+    }
+}
+
+/// One table version's inputs to its schemas.
+pub(crate) struct TableVersion<'a> {
+    pub(crate) topic: &'a str,
+    pub(crate) columns: &'a Arc<[String]>,
+    pub(crate) types: &'a ColumnTypes,
+    pub(crate) key: &'a [usize],
+    pub(crate) flavor: Flavor,
+    pub(crate) mapping: &'a TypeMapping,
+}
+
+/// Builds the schemas of a table version (uncached).
+pub(crate) fn build_schemas(v: &TableVersion<'_>) -> TableSchemas {
+    let named = |i: usize| -> Option<(&str, &ColumnType)> {
+        Some((v.columns.get(i)?.as_str(), v.types.get(i)?))
+    };
+    let row: Vec<(&str, &ColumnType)> = (0..v.columns.len()).filter_map(named).collect();
+    let value_row = row_schema(&format!("{}.Value", v.topic), true, &row, v.mapping);
+    let envelope = envelope_schema(v.topic, &value_row, v.flavor);
+    let key = (!v.key.is_empty()).then(|| {
+        let cols: Vec<(&str, &ColumnType)> = v.key.iter().filter_map(|&i| named(i)).collect();
+        let schema = row_schema(&format!("{}.Key", v.topic), false, &cols, v.mapping);
+        serde_json::to_vec(&schema).unwrap_or_default()
+    });
+    TableSchemas {
+        key,
+        value: serde_json::to_vec(&envelope).unwrap_or_default(),
+    }
+}
+
+impl SchemaCache {
+    /// The schemas of a table version, built on first use.
+    pub(crate) fn get(&self, v: &TableVersion<'_>) -> Arc<TableSchemas> {
+        let handle = SchemaKeyHandle(SchemaKey {
+            topic: v.topic.to_string(),
+            columns: Arc::clone(v.columns),
+            types: Arc::clone(v.types),
+            key: v.key.to_vec(),
+        });
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(s) = entries.get(&handle) {
+            return Arc::clone(s);
+        }
+        if entries.len() >= MAX_ENTRIES {
+            entries.clear();
+        }
+        let schemas = Arc::new(build_schemas(v));
+        self.built
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        entries.insert(handle, Arc::clone(&schemas));
+        schemas
+    }
+
+    /// How many schemas were built rather than found.
+    #[cfg(test)]
+    pub(crate) fn built(&self) -> u64 {
+        self.built.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// `{"schema":<schema>,"payload":<payload>}`: JsonConverter's form with `schemas.enable=true`.
+pub(crate) fn with_schema(schema: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(schema.len() + payload.len() + 24);
+    out.extend_from_slice(b"{\"schema\":");
+    out.extend_from_slice(schema);
+    out.extend_from_slice(b",\"payload\":");
+    out.extend_from_slice(payload);
+    out.push(b'}');
+    out
+}
+
+/// A record's key and value in the schema'd format when `schemas` is given (each wrapped
+/// with its schema), else as they are.
+pub(crate) fn framed(
+    schemas: Option<&TableSchemas>,
+    key: Option<Vec<u8>>,
+    value: Vec<u8>,
+) -> (Option<Vec<u8>>, Vec<u8>) {
+    match schemas {
+        None => (key, value),
+        Some(s) => (
+            key.map(|k| match &s.key {
+                Some(schema) => with_schema(schema, &k),
+                None => k,
+            }),
+            with_schema(&s.value, &value),
+        ),
+    }
+}
