@@ -291,12 +291,19 @@ impl ClusterState {
                     Ok(owned) => owned,
                     Err(rejection) => return rejection,
                 };
+                // the kind is the request's: an owner write keeps it
+                let kind = record
+                    .snapshot
+                    .get(&table)
+                    .map(|p| p.kind)
+                    .unwrap_or_default();
                 let progress = TableProgress {
                     pk_cursor,
                     delivered_pk,
                     status,
                     rows_done,
                     rows_estimated,
+                    kind,
                 };
                 if let Some(existing) = record.snapshot.get(&table) {
                     if existing.status == SnapshotTableStatus::Complete {
@@ -332,6 +339,10 @@ impl ClusterState {
                 }
                 Response::Applied
             }
+            Command::RequestSnapshot { pipeline, tables } => {
+                self.request_snapshot(&pipeline, tables)
+            }
+            Command::StopSnapshot { pipeline } => self.stop_snapshot(&pipeline),
             Command::ReportStatus {
                 pipeline,
                 epoch,
@@ -404,11 +415,16 @@ impl ClusterState {
     }
 }
 
+mod snapshot_requests;
+
 #[cfg(test)]
 mod tests;
 
 #[cfg(test)]
 mod move_tests;
+
+#[cfg(test)]
+mod snapshot_request_tests;
 
 #[cfg(test)]
 mod proptests;

@@ -3,8 +3,8 @@
 //! Names are imperative (`AssignOwner`), as for every command in capstan. Two kinds exist:
 //!
 //! - **control commands** (`CreatePipeline`, `UpdatePipelineConfig`, `DeletePipeline`,
-//!   `SetDesiredState`, `AssignOwner`, `RestartPipeline`, `ResetOffsets`, `MovePipeline`) come
-//!   from the REST API or the scheduler;
+//!   `SetDesiredState`, `AssignOwner`, `RestartPipeline`, `ResetOffsets`, `MovePipeline`,
+//!   `RequestSnapshot`, `StopSnapshot`) come from the REST API or the scheduler;
 //! - **owner writes** (`CommitCheckpoint`, `CommitSnapshotProgress`, `ReportStatus`,
 //!   `ReleasePipeline`) come from the worker that owns a pipeline (its runner, or its
 //!   supervisor for a release) and carry the owner's epoch, the fencing token. See
@@ -167,6 +167,34 @@ pub enum Command {
         /// Tables no longer captured (`schema.table`).
         forget: Vec<String>,
     },
+    /// An operator's ad-hoc (incremental) snapshot of tables the pipeline captures and has
+    /// streamed (`POST /pipelines/{name}/snapshots`): each table becomes `pending` of kind
+    /// `incremental` (snapshotted from its first key, woven into the stream from the
+    /// checkpoint on, under the cursor gate), and, when the pipeline is owned, its epoch grows
+    /// by one, as `RestartPipeline` does, so the running incarnation is fenced and the owner
+    /// starts one that gates the tables. Decided when applied: refused as a whole with
+    /// `SnapshotRunning` when a table's snapshot (initial or incremental) is pending or in
+    /// progress, `NotStreamed` before the pipeline's first checkpoint. Answers
+    /// [`Response::SnapshotRequested`].
+    ///
+    /// [`Response::SnapshotRequested`]: crate::Response::SnapshotRequested
+    RequestSnapshot {
+        /// Pipeline name.
+        pipeline: String,
+        /// Tables to snapshot (`schema.table`), with their estimated row count.
+        tables: Vec<(String, u64)>,
+    },
+    /// An operator stops the pipeline's incremental snapshots (`DELETE
+    /// /pipelines/{name}/snapshots`): every incremental table not complete becomes `stopped`
+    /// (it streams ungated, as a complete one does) and, when owned, the epoch grows by one so
+    /// the runner restarts without them. `NoSnapshotRunning` when there is none. Answers
+    /// [`Response::SnapshotStopped`].
+    ///
+    /// [`Response::SnapshotStopped`]: crate::Response::SnapshotStopped
+    StopSnapshot {
+        /// Pipeline name.
+        pipeline: String,
+    },
     /// Owner write: report what the runner is doing.
     ReportStatus {
         /// Pipeline name.
@@ -260,6 +288,9 @@ impl Command {
             | Command::DeletePipeline { name }
             | Command::SetDesiredState { name, .. }
             | Command::RestartPipeline { name } => name,
+            Command::RequestSnapshot { pipeline, .. } | Command::StopSnapshot { pipeline } => {
+                pipeline
+            }
             Command::AssignOwner { pipeline, .. }
             | Command::CommitCheckpoint { pipeline, .. }
             | Command::BeginSnapshot { pipeline, .. }
@@ -299,6 +330,8 @@ impl Command {
             Command::BeginSnapshot { .. } => "begin_snapshot",
             Command::CommitSnapshotProgress { .. } => "commit_snapshot_progress",
             Command::ReviseSnapshotTables { .. } => "revise_snapshot_tables",
+            Command::RequestSnapshot { .. } => "request_snapshot",
+            Command::StopSnapshot { .. } => "stop_snapshot",
             Command::ReportStatus { .. } => "report_status",
             Command::ResetOffsets { .. } => "reset_offsets",
             Command::MovePipeline { .. } => "move_pipeline",
@@ -400,6 +433,9 @@ pub enum SnapshotTableStatus {
     /// The binlog the snapshot needed was purged while it ran: the table must be snapshotted
     /// again from a new position (automatically with `when_needed`, else after a reset).
     NeedsResnapshot,
+    /// An incremental snapshot an operator stopped before it completed: the table streams
+    /// ungated, as a complete one does; a new request snapshots it again from its first key.
+    Stopped,
 }
 
 impl SnapshotTableStatus {
@@ -410,7 +446,52 @@ impl SnapshotTableStatus {
             SnapshotTableStatus::InProgress => "in_progress",
             SnapshotTableStatus::Complete => "complete",
             SnapshotTableStatus::NeedsResnapshot => "needs_resnapshot",
+            SnapshotTableStatus::Stopped => "stopped",
         }
+    }
+
+    /// True when nothing is read or gated for the table any more: `complete` or `stopped`.
+    pub fn is_done(self) -> bool {
+        matches!(
+            self,
+            SnapshotTableStatus::Complete | SnapshotTableStatus::Stopped
+        )
+    }
+
+    /// True while a snapshot of the table is to be read: `pending` or `in_progress`.
+    pub fn is_running(self) -> bool {
+        matches!(
+            self,
+            SnapshotTableStatus::Pending | SnapshotTableStatus::InProgress
+        )
+    }
+}
+
+/// Why a table is snapshotted: the pipeline's own snapshot (its first start, a table added
+/// to the capture list, a lost position) or an operator's ad-hoc request.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotKind {
+    /// The pipeline's own snapshot; its records say `source.snapshot: "true"`.
+    #[default]
+    Initial,
+    /// An operator's ad-hoc snapshot (`POST /pipelines/{name}/snapshots`); its records say
+    /// `source.snapshot: "incremental"`, as Debezium's incremental snapshots do.
+    Incremental,
+}
+
+impl SnapshotKind {
+    /// The kind's name as the REST API shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotKind::Initial => "initial",
+            SnapshotKind::Incremental => "incremental",
+        }
+    }
+
+    /// True for the default kind (left out of the serialized progress).
+    pub fn is_initial(&self) -> bool {
+        *self == SnapshotKind::Initial
     }
 }
 

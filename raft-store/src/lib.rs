@@ -18,8 +18,8 @@ pub mod type_config;
 
 pub use cluster_state::ClusterState;
 pub use command::{
-    json_len, Command, DesiredState, Epoch, KeyBytes, RunnerState, SnapshotTableStatus, SpecJson,
-    MAX_COMMAND_BYTES,
+    json_len, Command, DesiredState, Epoch, KeyBytes, RunnerState, SnapshotKind,
+    SnapshotTableStatus, SpecJson, MAX_COMMAND_BYTES,
 };
 pub use error::RaftStoreError;
 pub use log_store::LogStore;

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use capstan_core::position::{Position, ResumePoint};
 use serde::{Deserialize, Serialize};
 
-use crate::command::{DesiredState, Epoch, KeyBytes, RunnerState, SnapshotTableStatus, SpecJson};
+use crate::command::{
+    DesiredState, Epoch, KeyBytes, RunnerState, SnapshotKind, SnapshotTableStatus, SpecJson,
+};
 use crate::type_config::NodeId;
 
 /// One pipeline's replicated record. Read it through [`ClusterState`](crate::ClusterState);
@@ -161,7 +163,7 @@ pub struct Ownership {
     pub epoch: Epoch,
 }
 
-/// The initial-snapshot progress of one table.
+/// The snapshot progress of one table.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct TableProgress {
     /// Encoded primary key of the last row read.
@@ -176,6 +178,10 @@ pub struct TableProgress {
     /// The server's estimate of the table's row count (information_schema).
     #[serde(default)]
     pub rows_estimated: u64,
+    /// Why the table is snapshotted; set by `RequestSnapshot` (incremental) and kept by the
+    /// owner's progress writes. Absent in records written before it existed: initial.
+    #[serde(default, skip_serializing_if = "SnapshotKind::is_initial")]
+    pub kind: SnapshotKind,
 }
 
 impl TableProgress {
@@ -187,6 +193,7 @@ impl TableProgress {
             status: SnapshotTableStatus::Pending,
             rows_done: 0,
             rows_estimated: 0,
+            kind: SnapshotKind::Initial,
         }
     }
 }

@@ -32,6 +32,35 @@ pub enum Response {
         /// The pipeline's epoch.
         epoch: Epoch,
     },
+    /// `RequestSnapshot` was applied: the tables are pending; the owner (if any) restarts its
+    /// runner at `epoch` to snapshot them.
+    SnapshotRequested {
+        /// The owner, `None` while unowned (the snapshot runs when the pipeline next starts).
+        owner: Option<NodeId>,
+        /// The pipeline's epoch after the command.
+        epoch: Epoch,
+    },
+    /// `StopSnapshot` was applied: the tables stopped, in name order; the owner (if any)
+    /// restarts its runner at `epoch` without them.
+    SnapshotStopped {
+        /// The tables whose incremental snapshot stopped (`schema.table`).
+        tables: Vec<String>,
+        /// The owner, `None` while unowned.
+        owner: Option<NodeId>,
+        /// The pipeline's epoch after the command.
+        epoch: Epoch,
+    },
+    /// `RequestSnapshot` named a table whose snapshot is pending or in progress: nothing was
+    /// changed.
+    SnapshotRunning {
+        /// The first such table (`schema.table`).
+        table: String,
+    },
+    /// `RequestSnapshot` before the pipeline's first checkpoint: an incremental snapshot is
+    /// woven into a stream that has a position (its initial snapshot, if any, covers the rest).
+    NotStreamed,
+    /// `StopSnapshot` while no incremental snapshot is pending or in progress.
+    NoSnapshotRunning,
     /// No pipeline has that name.
     UnknownPipeline,
     /// `MovePipeline` named a worker that never renewed a lease (not a worker of this
@@ -78,7 +107,11 @@ impl Response {
     pub fn is_applied(&self) -> bool {
         matches!(
             self,
-            Response::Applied | Response::Restarted { .. } | Response::Moving { .. }
+            Response::Applied
+                | Response::Restarted { .. }
+                | Response::Moving { .. }
+                | Response::SnapshotRequested { .. }
+                | Response::SnapshotStopped { .. }
         )
     }
 
@@ -93,7 +126,14 @@ impl Response {
     /// A stable snake_case code for the REST API and pipeline status.
     pub fn code(&self) -> &'static str {
         match self {
-            Response::Applied | Response::Restarted { .. } | Response::Moving { .. } => "applied",
+            Response::Applied
+            | Response::Restarted { .. }
+            | Response::Moving { .. }
+            | Response::SnapshotRequested { .. }
+            | Response::SnapshotStopped { .. } => "applied",
+            Response::SnapshotRunning { .. } => "snapshot_running",
+            Response::NotStreamed => "pipeline_not_streamed",
+            Response::NoSnapshotRunning => "no_snapshot_running",
             Response::UnknownPipeline => "unknown_pipeline",
             Response::UnknownNode { .. } => "member_not_live",
             Response::NoMovePending => "no_move_pending",
@@ -129,6 +169,20 @@ impl std::fmt::Display for Response {
                 None => write!(f, "unowned; node {to} takes it when it is placed"),
             },
             Response::Moving { move_to: None, .. } => f.write_str("no move pending"),
+            Response::SnapshotRequested { owner, epoch } => match owner {
+                Some(owner) => write!(f, "snapshot requested; node {owner} runs it at epoch {epoch}"),
+                None => f.write_str("snapshot requested; it runs when the pipeline next starts"),
+            },
+            Response::SnapshotStopped { tables, .. } => {
+                write!(f, "incremental snapshot stopped for {} tables", tables.len())
+            }
+            Response::SnapshotRunning { table } => {
+                write!(f, "a snapshot of `{table}` is already pending or in progress")
+            }
+            Response::NotStreamed => f.write_str(
+                "the pipeline has no checkpoint yet: start it first (an initial snapshot covers existing rows)",
+            ),
+            Response::NoSnapshotRunning => f.write_str("no incremental snapshot is running"),
             Response::UnknownPipeline => f.write_str("unknown pipeline"),
             Response::UnknownNode { node } => {
                 write!(f, "node {node} has never renewed a lease in this cluster")

@@ -15,6 +15,8 @@ use crate::pipeline_views::{
     MoveRequest, MoveView, PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView,
     RestartView, TableOffset,
 };
+use crate::snapshot_routes;
+use crate::snapshot_views::{SnapshotChangeView, SnapshotRequest, SnapshotsView};
 use crate::status_page;
 
 /// capstan's REST API.
@@ -47,11 +49,15 @@ use crate::status_page;
         pipeline_routes::move_pipeline,
         pipeline_routes::offsets,
         pipeline_routes::reset_offsets,
+        snapshot_routes::request_snapshot,
+        snapshot_routes::snapshots,
+        snapshot_routes::stop_snapshot,
     ),
     components(schemas(
         ApiError, AddMember, ClusterView, Health, MemberView, MoveRequest, MoveView,
         PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView, PlannedMove,
-        RebalanceRequest, RebalanceView, RestartView, TableOffset, WorkerLoad
+        RebalanceRequest, RebalanceView, RestartView, SnapshotChangeView, SnapshotRequest,
+        SnapshotsView, TableOffset, WorkerLoad
     )),
     modifiers(&BearerScheme),
     tags(

@@ -8,6 +8,7 @@ use crate::cluster_views::{AddMember, ClusterView, Health, RebalanceView};
 use crate::pipeline_views::{
     MoveView, PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView, RestartView,
 };
+use crate::snapshot_views::{SnapshotChangeView, SnapshotRequest, SnapshotsView};
 
 /// Everything the REST API needs from a worker.
 #[async_trait::async_trait]
@@ -56,6 +57,19 @@ pub trait ControlPlane: Send + Sync + 'static {
     async fn rebalance(&self, dry_run: bool) -> Result<RebalanceView, ApiError>;
     /// The committed position and snapshot progress.
     async fn pipeline_offsets(&self, name: &str) -> Result<PipelineOffsets, ApiError>;
+    /// Starts an ad-hoc (incremental) snapshot of captured tables; `request` passed
+    /// [`SnapshotRequest::check`]. The worker checks each table is captured, exists and has a
+    /// usable key (400 naming it), then writes the request (404, 409 `snapshot_running`,
+    /// `pipeline_not_streamed`).
+    async fn request_snapshot(
+        &self,
+        name: &str,
+        request: SnapshotRequest,
+    ) -> Result<SnapshotChangeView, ApiError>;
+    /// The pipeline's ad-hoc snapshots with their progress.
+    async fn pipeline_snapshots(&self, name: &str) -> Result<SnapshotsView, ApiError>;
+    /// Stops the pipeline's ad-hoc snapshots (409 `no_snapshot_running` when none runs).
+    async fn stop_snapshot(&self, name: &str) -> Result<SnapshotChangeView, ApiError>;
     /// Forgets the committed position and snapshot progress; only while stopped.
     async fn reset_offsets(&self, name: &str) -> Result<(), ApiError>;
     /// Deletes a pipeline.

@@ -13,6 +13,8 @@ mod json_body;
 mod pipeline_routes;
 mod pipeline_views;
 mod router;
+mod snapshot_routes;
+mod snapshot_views;
 mod status_page;
 
 #[cfg(test)]
@@ -32,3 +34,4 @@ pub use pipeline_views::{
     RestartView, TableOffset,
 };
 pub use router::router;
+pub use snapshot_views::{SnapshotChangeView, SnapshotRequest, SnapshotsView, MAX_SNAPSHOT_TABLES};

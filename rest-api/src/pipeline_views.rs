@@ -52,8 +52,8 @@ pub struct PipelineStatus {
     /// snapshotting or streaming, or when it cannot be asked.
     #[serde(default)]
     pub rows_total: Option<u64>,
-    /// Initial-snapshot progress per table (empty without a snapshot). Key cursors are row
-    /// values and not shown.
+    /// Snapshot progress per table, initial and ad-hoc (empty without a snapshot). Key
+    /// cursors are row values and not shown.
     pub snapshot: Vec<TableOffset>,
 }
 
@@ -118,16 +118,21 @@ pub struct PipelineOffsets {
     /// covers. Absent when it equals `position` (always on MySQL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processed: Option<String>,
-    /// Initial-snapshot progress per table, in table order.
+    /// Snapshot progress per table (initial and ad-hoc), in table order.
     pub snapshot: Vec<TableOffset>,
 }
 
-/// The initial-snapshot progress of one table. Key cursors are row values and not shown.
+/// The snapshot progress of one table. Key cursors are row values and not shown.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct TableOffset {
     /// `schema.table`.
     pub table: String,
-    /// `pending`, `in_progress`, `complete` or `needs_resnapshot`.
+    /// `initial` (the pipeline's own snapshot) or `incremental` (an operator's ad-hoc one,
+    /// `POST /pipelines/{name}/snapshots`).
+    #[serde(default = "initial_kind")]
+    pub kind: String,
+    /// `pending`, `in_progress`, `complete`, `needs_resnapshot` or (an ad-hoc snapshot an
+    /// operator stopped) `stopped`.
     pub status: String,
     /// Rows published by the snapshot so far.
     #[serde(default)]
@@ -135,4 +140,8 @@ pub struct TableOffset {
     /// The server's estimate of the table's row count when the snapshot began.
     #[serde(default)]
     pub rows_estimated: u64,
+}
+
+fn initial_kind() -> String {
+    "initial".to_string()
 }

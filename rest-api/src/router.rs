@@ -14,6 +14,7 @@ use crate::cluster_routes as c;
 use crate::control_plane::ControlPlane;
 use crate::json_body;
 use crate::pipeline_routes as p;
+use crate::snapshot_routes as s;
 use crate::status_page;
 
 /// The control plane handlers talk to.
@@ -70,6 +71,12 @@ pub fn router(plane: Arc<dyn ControlPlane>, access: impl Into<ApiAccess>) -> Rou
         .route(
             "/pipelines/{name}/offsets",
             get(p::offsets).delete(p::reset_offsets),
+        )
+        .route(
+            "/pipelines/{name}/snapshots",
+            get(s::snapshots)
+                .post(s::request_snapshot)
+                .delete(s::stop_snapshot),
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::cli_client::{print_json, ApiArgs, ApiClient, CliError};
 use crate::cli_definition::{render, DefinitionFile, OutputFormat};
-use crate::cli_status_view::{offsets_lines, status_lines};
+use crate::cli_status_view::{ad_hoc_lines, offsets_lines, status_lines};
 use crate::cli_wait::{parse_seconds, wait_for, Freshness, WaitArgs, WaitGoal};
 
 /// How often `--wait` polls after a command.
@@ -107,6 +107,18 @@ pub enum PipelineCommand {
     Offsets {
         /// Pipeline name.
         name: String,
+    },
+    /// Snapshot captured tables again while the pipeline streams (an ad-hoc, incremental
+    /// snapshot: `--table`), stop the ad-hoc snapshots (`--stop`), or, with neither, show them.
+    Snapshot {
+        /// Pipeline name.
+        name: String,
+        /// A table to snapshot again, `schema.table`; repeat the option for several.
+        #[arg(long = "table", value_name = "SCHEMA.TABLE")]
+        tables: Vec<String>,
+        /// Stop the ad-hoc snapshots still to read (their tables stream on, ungated).
+        #[arg(long, conflicts_with = "tables")]
+        stop: bool,
     },
     /// Forget the committed position and snapshot progress (the pipeline must be stopped).
     ResetOffsets {
@@ -227,6 +239,22 @@ pub async fn run(args: &ApiArgs, command: PipelineCommand) -> Result<(), CliErro
         PipelineCommand::Offsets { name } => {
             let v = api.get(&path(&name, "/offsets")).await?;
             let line = offsets_lines(&v);
+            Done::new(v, line)
+        }
+        PipelineCommand::Snapshot { name, tables, stop } => {
+            let path = path(&name, "/snapshots");
+            let v = if stop {
+                api.send(Method::DELETE, &path, None).await?
+            } else if !tables.is_empty() {
+                let body = serde_json::json!({ "tables": tables });
+                api.send(Method::POST, &path, Some(body)).await?
+            } else {
+                let v = api.get(&path).await?;
+                let line = ad_hoc_lines(&v);
+                show(args, &v, &line);
+                return Ok(());
+            };
+            let line = snapshot_change_line(&name, stop, &v);
             Done::new(v, line)
         }
         PipelineCommand::ResetOffsets { name } => {
@@ -352,6 +380,25 @@ fn move_line(name: &str, to: u64, v: &Value) -> String {
     }
 }
 
+/// What a request (or, `stopped`, a stop) of an ad-hoc snapshot did.
+fn snapshot_change_line(name: &str, stopped: bool, v: &Value) -> String {
+    let tables: Vec<&str> = v["tables"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let tables = tables.join(", ");
+    let epoch = v["epoch"].as_u64().unwrap_or_default();
+    match (stopped, v["owner"].as_u64()) {
+        (true, _) => format!("stopped the ad-hoc snapshot of {tables} in {name}: they stream on"),
+        (false, Some(owner)) => {
+            format!("snapshotting {tables} of {name} again on node {owner} (epoch {epoch})")
+        }
+        (false, None) => {
+            format!("{tables} of {name} will be snapshotted again when the pipeline next runs")
+        }
+    }
+}
+
 fn list_lines(v: &Value) -> String {
     let names: Vec<&str> = v
         .as_array()
@@ -425,6 +472,24 @@ mod tests {
         assert_eq!(
             move_line("p", 3, &done),
             "p is owned by node 3; no move pending"
+        );
+    }
+
+    #[test]
+    fn an_ad_hoc_snapshot_says_where_it_runs() {
+        let v = serde_json::json!({"name": "p", "tables": ["shop.a", "shop.b"], "owner": 2, "epoch": 8});
+        assert_eq!(
+            snapshot_change_line("p", false, &v),
+            "snapshotting shop.a, shop.b of p again on node 2 (epoch 8)"
+        );
+        let v = serde_json::json!({"name": "p", "tables": ["shop.a"], "owner": null, "epoch": 3});
+        assert_eq!(
+            snapshot_change_line("p", false, &v),
+            "shop.a of p will be snapshotted again when the pipeline next runs"
+        );
+        assert_eq!(
+            snapshot_change_line("p", true, &v),
+            "stopped the ad-hoc snapshot of shop.a in p: they stream on"
         );
     }
 

@@ -79,6 +79,19 @@ pub fn offsets_lines(v: &Value) -> String {
     lines.join("\n")
 }
 
+/// `pipeline snapshot NAME`: the ad-hoc snapshots (`SnapshotsView`), one line per table.
+pub fn ad_hoc_lines(v: &Value) -> String {
+    let mut lines = vec![format!(
+        "pipeline:      {}",
+        v["name"].as_str().unwrap_or("-")
+    )];
+    if tables(&v["tables"]).is_empty() {
+        lines.push("ad-hoc snapshots: none".into());
+    }
+    lines.extend(snapshot_lines(&v["tables"], true));
+    lines.join("\n")
+}
+
 fn tables(snapshot: &Value) -> &[Value] {
     snapshot.as_array().map(Vec::as_slice).unwrap_or_default()
 }
@@ -97,7 +110,7 @@ fn snapshot_summary(snapshot: &Value) -> Option<String> {
 }
 
 /// One line per table (after the summary line when `with_summary`): name, status, rows done
-/// of the estimate and the share.
+/// of the estimate and the share, and `(incremental)` for an operator's ad-hoc snapshot.
 fn snapshot_lines(snapshot: &Value, with_summary: bool) -> Vec<String> {
     let all = tables(snapshot);
     let width = all
@@ -115,10 +128,13 @@ fn snapshot_lines(snapshot: &Value, with_summary: bool) -> Vec<String> {
         let status = t["status"].as_str().unwrap_or("-");
         let done = t["rows_done"].as_u64().unwrap_or_default();
         let estimated = t["rows_estimated"].as_u64().unwrap_or_default();
-        let rows = match percent(done, estimated, status) {
+        let mut rows = match percent(done, estimated, status) {
             Some(p) => format!("{done} of ~{estimated} rows ({p}%)"),
             None => format!("{done} rows"),
         };
+        if t["kind"] == "incremental" {
+            rows.push_str("  (incremental)");
+        }
         lines.push(format!(
             "  {:<width$}  {status:<16}  {rows}",
             t["table"].as_str().unwrap_or("-")
@@ -181,7 +197,7 @@ mod tests {
         "snapshot": [
             {"table": "shop.orders", "status": "complete", "rows_done": 1204331, "rows_estimated": 1198000},
             {"table": "shop.order_items", "status": "in_progress", "rows_done": 2500, "rows_estimated": 10000},
-            {"table": "shop.x", "status": "pending", "rows_done": 0, "rows_estimated": 0}
+            {"table": "shop.x", "kind": "incremental", "status": "pending", "rows_done": 0, "rows_estimated": 0}
         ]})
     }
 
@@ -203,7 +219,7 @@ mod tests {
              snapshot:      1 of 3 tables complete\n  \
                shop.orders       complete          1204331 of ~1198000 rows (100%)\n  \
                shop.order_items  in_progress       2500 of ~10000 rows (25%)\n  \
-               shop.x            pending           0 rows"
+               shop.x            pending           0 rows  (incremental)"
         );
     }
 
@@ -237,7 +253,7 @@ mod tests {
              snapshot:      1 of 3 tables complete\n  \
                shop.orders       complete          1204331 of ~1198000 rows (100%)\n  \
                shop.order_items  in_progress       2500 of ~10000 rows (25%)\n  \
-               shop.x            pending           0 rows"
+               shop.x            pending           0 rows  (incremental)"
         );
         let v = json!({"name": "orders", "epoch": 4, "flavor": null, "position": null,
             "snapshot": []});
@@ -248,6 +264,21 @@ mod tests {
              position:      none (no checkpoint: the next start resolves start_position)\n\
              snapshot:      none"
         );
+    }
+
+    #[test]
+    fn ad_hoc_snapshots_show_each_table() {
+        let v = json!({"name": "p", "tables": [
+            {"table": "shop.a", "kind": "incremental", "status": "in_progress",
+             "rows_done": 50, "rows_estimated": 200}]});
+        assert_eq!(
+            ad_hoc_lines(&v),
+            "pipeline:      p\n\
+             snapshot:      0 of 1 tables complete\n  \
+               shop.a  in_progress       50 of ~200 rows (25%)  (incremental)"
+        );
+        let v = json!({"name": "p", "tables": []});
+        assert_eq!(ad_hoc_lines(&v), "pipeline:      p\nad-hoc snapshots: none");
     }
 
     #[test]

@@ -144,6 +144,7 @@ pub(crate) fn table_offsets(r: &capstan_raft_store::PipelineRecord) -> Vec<Table
         .iter()
         .map(|(table, progress)| TableOffset {
             table: table.clone(),
+            kind: progress.kind.as_str().to_string(),
             status: progress.status.as_str().to_string(),
             rows_done: progress.rows_done,
             rows_estimated: progress.rows_estimated,

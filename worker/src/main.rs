@@ -28,6 +28,7 @@ mod raft_tls;
 mod rebalance;
 mod scheduler;
 mod snapshot_chunk;
+mod snapshot_requests;
 mod verify;
 mod worker_config;
 

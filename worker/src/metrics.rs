@@ -182,7 +182,7 @@ impl Metrics {
         );
         r.register(
             "pipeline_snapshot_rows",
-            "rows read by the initial snapshot",
+            "rows read by the snapshot, initial or ad hoc",
             self.snapshot_rows.clone(),
         );
         r.register(

@@ -11,6 +11,7 @@ use capstan_raft_store::{Command, DesiredState, NodeInfo, Response, SpecJson};
 use capstan_rest_api::{
     AddMember, ApiError, ApiToken, ClusterView, ControlPlane, Health, MemberView, MoveView,
     PipelineOffsets, PipelineStatus, PipelineValidation, PipelineView, RebalanceView, RestartView,
+    SnapshotChangeView, SnapshotRequest, SnapshotsView,
 };
 use openraft::ServerState;
 
@@ -476,6 +477,22 @@ impl ControlPlane for NodeControlPlane {
                 })
             })
             .ok_or_else(|| unknown_pipeline(name))
+    }
+
+    async fn request_snapshot(
+        &self,
+        name: &str,
+        request: SnapshotRequest,
+    ) -> Result<SnapshotChangeView, ApiError> {
+        crate::snapshot_requests::request_snapshot(&self.node, name, request).await
+    }
+
+    async fn pipeline_snapshots(&self, name: &str) -> Result<SnapshotsView, ApiError> {
+        crate::snapshot_requests::snapshots(&self.node, name)
+    }
+
+    async fn stop_snapshot(&self, name: &str) -> Result<SnapshotChangeView, ApiError> {
+        crate::snapshot_requests::stop_snapshot(&self.node, name).await
     }
 
     async fn reset_offsets(&self, name: &str) -> Result<(), ApiError> {

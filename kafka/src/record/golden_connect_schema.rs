@@ -178,6 +178,7 @@ fn schemas_are_built_once_per_table_version() {
         coordinates: coords(),
         last_of_table: false,
         last_of_snapshot: false,
+        incremental: false,
     };
     let snap = b.snapshot_records(&chunk, &ctx()).unwrap();
     assert_eq!(b.schemas_built(), 1);

@@ -353,6 +353,7 @@ fn keys_and_snapshot_rows_use_the_format() {
         coordinates: coords(),
         last_of_table: false,
         last_of_snapshot: false,
+        incremental: false,
     };
     let recs = debezium_builder(TypeMapping::default())
         .snapshot_records(&chunk, &ctx())

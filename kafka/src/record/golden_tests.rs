@@ -441,6 +441,7 @@ fn snapshot_chunk_reads() {
         coordinates: coords(),
         last_of_table: true,
         last_of_snapshot: true,
+        incremental: false,
     };
     let recs = builder(true, true)
         .snapshot_records(&chunk, &ctx())
@@ -476,6 +477,21 @@ fn snapshot_chunk_reads() {
         json_of(&recs[1].value)["source"]["snapshot"],
         "last_in_data_collection"
     );
+    // an ad-hoc snapshot's rows say so, each of them, as Debezium's incremental snapshots do
+    let chunk = SnapshotChunk {
+        incremental: true,
+        last_of_snapshot: true,
+        ..chunk
+    };
+    let recs = builder(true, true)
+        .snapshot_records(&chunk, &ctx())
+        .unwrap();
+    let kinds: Vec<Json> = recs
+        .iter()
+        .map(|r| json_of(&r.value)["source"]["snapshot"].clone())
+        .collect();
+    assert_eq!(kinds, [json!("incremental"), json!("incremental")]);
+    assert_eq!(json_of(&recs[1].value)["op"], "r");
 }
 
 #[test]

@@ -135,6 +135,7 @@ mod tests {
             coordinates: coords(),
             last_of_table: false,
             last_of_snapshot: false,
+            incremental: false,
         };
         let snap = b.snapshot_records(&chunk, &ctx()).unwrap();
         assert_eq!(

@@ -117,6 +117,10 @@ pub struct SnapshotChunk<'a> {
     pub last_of_table: bool,
     /// True for the last chunk of the whole snapshot: its last row says `snapshot: "last"`.
     pub last_of_snapshot: bool,
+    /// True for a chunk of an ad-hoc (incremental) snapshot: every row says
+    /// `snapshot: "incremental"`, as Debezium's incremental snapshots do (the `last*` values
+    /// are then not given).
+    pub incremental: bool,
 }
 
 /// The value of a snapshot-completion marker.
@@ -565,6 +569,7 @@ impl RecordBuilder {
             let after = image(row, table, &self.options.encoding)?;
             let key = key_object(row, &key_cols, table, &self.options.encoding)?;
             let snapshot = match (Some(row_index) == last_row, chunk.last_of_snapshot) {
+                _ if chunk.incremental => "incremental",
                 (true, true) => "last",
                 (true, false) if chunk.last_of_table => "last_in_data_collection",
                 _ => "true",

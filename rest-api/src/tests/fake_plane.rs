@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::{
     AddMember, ApiError, ClusterView, ControlPlane, Health, MoveView, PipelineOffsets,
     PipelineStatus, PipelineValidation, PipelineView, PlannedMove, RebalanceView, RestartView,
-    WorkerLoad,
+    SnapshotChangeView, SnapshotRequest, SnapshotsView, TableOffset, WorkerLoad,
 };
 
 /// The fake's live members; member 4 exists but its lease expired.
@@ -24,6 +24,8 @@ struct Record {
     epoch: u64,
     position: Option<String>,
     move_to: Option<u64>,
+    /// Ad-hoc snapshots: table -> status.
+    ad_hoc: BTreeMap<String, String>,
 }
 
 /// The fake: pipelines in a map; `quorum` false makes every write a 503.
@@ -144,6 +146,7 @@ impl ControlPlane for FakePlane {
             epoch: 0,
             position: Some("uuid:1-5".into()),
             move_to: None,
+            ad_hoc: BTreeMap::new(),
         };
         map.insert(name.clone(), record);
         Ok(PipelineView {
@@ -292,6 +295,97 @@ impl ControlPlane for FakePlane {
             position: r.position.clone(),
             processed: None,
             snapshot: vec![],
+        })
+    }
+
+    /// Captures the tables of schema `shop`; every captured table exists.
+    async fn request_snapshot(
+        &self,
+        name: &str,
+        request: SnapshotRequest,
+    ) -> Result<SnapshotChangeView, ApiError> {
+        self.write(name, |r| {
+            for (i, table) in request.tables.iter().enumerate() {
+                if !table.starts_with("shop.") {
+                    return Err(ApiError::invalid_field(
+                        "snapshot_table_not_captured",
+                        &format!("tables[{i}]"),
+                        format!("the pipeline does not capture `{table}`"),
+                    ));
+                }
+            }
+            if r.position.is_none() {
+                return Err(ApiError::conflict(
+                    "pipeline_not_streamed",
+                    "the pipeline has no checkpoint yet",
+                ));
+            }
+            if let Some(table) = request.tables.iter().find(|t| {
+                r.ad_hoc
+                    .get(*t)
+                    .is_some_and(|s| s == "pending" || s == "in_progress")
+            }) {
+                return Err(ApiError::conflict(
+                    "snapshot_running",
+                    format!("a snapshot of `{table}` is already pending or in progress"),
+                ));
+            }
+            for table in &request.tables {
+                r.ad_hoc.insert(table.clone(), "pending".into());
+            }
+            if r.owner.is_some() {
+                r.epoch += 1;
+            }
+            Ok(SnapshotChangeView {
+                name: name.into(),
+                tables: request.tables.clone(),
+                owner: r.owner,
+                epoch: r.epoch,
+            })
+        })
+    }
+
+    async fn pipeline_snapshots(&self, name: &str) -> Result<SnapshotsView, ApiError> {
+        self.read(name, |r| SnapshotsView {
+            name: name.into(),
+            tables: r
+                .ad_hoc
+                .iter()
+                .map(|(table, status)| TableOffset {
+                    table: table.clone(),
+                    kind: "incremental".into(),
+                    status: status.clone(),
+                    rows_done: 0,
+                    rows_estimated: 0,
+                })
+                .collect(),
+        })
+    }
+
+    async fn stop_snapshot(&self, name: &str) -> Result<SnapshotChangeView, ApiError> {
+        self.write(name, |r| {
+            let mut tables = Vec::new();
+            for (table, status) in &mut r.ad_hoc {
+                if status == "pending" || status == "in_progress" {
+                    *status = "stopped".into();
+                    tables.push(table.clone());
+                }
+            }
+            if tables.is_empty() {
+                return Err(ApiError::conflict(
+                    "no_snapshot_running",
+                    "no incremental snapshot is running",
+                ));
+            }
+            if r.owner.is_some() {
+                r.epoch += 1;
+            }
+            Ok(SnapshotChangeView {
+                name: name.into(),
+                tables,
+                owner: r.owner,
+                epoch: r.epoch,
+            })
         })
     }
 

@@ -194,6 +194,94 @@ async fn restart_and_offsets() {
 }
 
 #[tokio::test]
+async fn an_ad_hoc_snapshot_is_requested_shown_and_stopped() {
+    let api = Api::open();
+    let body = r#"{"tables": ["shop.a", "shop.b"]}"#;
+    let r = api
+        .send(Method::POST, "/pipelines/zz/snapshots", Some(body))
+        .await;
+    assert_error(&r, StatusCode::NOT_FOUND, "unknown_pipeline");
+    api.send(Method::POST, "/pipelines", Some(&definition("a")))
+        .await;
+    api.send(Method::PUT, "/pipelines/a/resume", None).await;
+    let epoch = api.get("/pipelines/a/status").await.json()["epoch"]
+        .as_u64()
+        .unwrap();
+    // checked before anything is written, each error naming its field
+    for (bad, code, field) in [
+        (r#"{"tables": []}"#, "invalid_snapshot_request", "tables"),
+        (
+            r#"{"tables": ["shop"]}"#,
+            "invalid_snapshot_request",
+            "tables[0]",
+        ),
+        (
+            r#"{"tables": ["shop.a"], "where": "id > 5"}"#,
+            "snapshot_filter_not_supported",
+            "where",
+        ),
+        (
+            r#"{"tables": ["shop.a", "hr.pay"]}"#,
+            "snapshot_table_not_captured",
+            "tables[1]",
+        ),
+    ] {
+        let r = api
+            .send(Method::POST, "/pipelines/a/snapshots", Some(bad))
+            .await;
+        assert_error(&r, StatusCode::BAD_REQUEST, code);
+        assert_eq!(r.json()["field"], field, "{bad}");
+    }
+    let r = api
+        .send(
+            Method::POST,
+            "/pipelines/a/snapshots",
+            Some(r#"{"tables": 1}"#),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert_eq!(
+        api.get("/pipelines/a/snapshots").await.json()["tables"],
+        json!([])
+    );
+
+    let r = api
+        .send(Method::POST, "/pipelines/a/snapshots", Some(body))
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    assert_eq!(r.json()["tables"], json!(["shop.a", "shop.b"]));
+    assert_eq!(r.json()["epoch"].as_u64().unwrap(), epoch + 1);
+    let shown = api.get("/pipelines/a/snapshots").await.json();
+    assert_eq!(shown["tables"][1]["table"], "shop.b");
+    assert_eq!(shown["tables"][1]["kind"], "incremental");
+    assert_eq!(shown["tables"][1]["status"], "pending");
+    let r = api
+        .send(
+            Method::POST,
+            "/pipelines/a/snapshots",
+            Some(r#"{"tables": ["shop.b"]}"#),
+        )
+        .await;
+    assert_error(&r, StatusCode::CONFLICT, "snapshot_running");
+
+    let r = api
+        .send(Method::DELETE, "/pipelines/a/snapshots", None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.json()["tables"], json!(["shop.a", "shop.b"]));
+    let shown = api.get("/pipelines/a/snapshots").await.json();
+    assert_eq!(shown["tables"][0]["status"], "stopped");
+    let r = api
+        .send(Method::DELETE, "/pipelines/a/snapshots", None)
+        .await;
+    assert_error(&r, StatusCode::CONFLICT, "no_snapshot_running");
+    let r = api
+        .send(Method::DELETE, "/pipelines/zz/snapshots", None)
+        .await;
+    assert_error(&r, StatusCode::NOT_FOUND, "unknown_pipeline");
+}
+
+#[tokio::test]
 async fn a_move_is_pending_until_done_and_refused_for_unknown_pipelines_and_members() {
     let api = Api::open();
     api.send(Method::POST, "/pipelines", Some(&definition("a")))
@@ -432,6 +520,7 @@ async fn metrics_and_openapi() {
         "/pipelines/{name}/restart",
         "/pipelines/{name}/offsets",
         "/pipelines/{name}/move",
+        "/pipelines/{name}/snapshots",
         "/cluster",
         "/cluster/members",
         "/cluster/rebalance",

@@ -123,7 +123,7 @@ impl Metrics {
         }
     }
 
-    /// The snapshot reader's hook: rows read by the initial snapshot.
+    /// The snapshot reader's hook: rows read by the snapshot, initial or ad hoc.
     pub fn record_snapshot_rows(&self, pipeline: &str, rows: u64) {
         let label = PipelineLabel::new(pipeline);
         self.snapshot_rows.get_or_create(&label).inc_by(rows);

@@ -17,6 +17,7 @@ mod runner_start;
 mod runner_supervisor;
 mod sliced_transaction;
 mod snapshot_driver;
+mod snapshot_plan;
 mod snapshot_revision;
 mod source_link_gauge;
 mod spec_secrets;

@@ -223,10 +223,7 @@ impl PipelineRunner {
         self.report(RunnerState::Starting).await?;
         // the snapshot first: on the first start it commits the stream floor P0 as the
         // checkpoint, which the start position below then resumes from
-        let mut prepared = match &self.spec.snapshot {
-            Some(snap) => self.snapshot_prepare(snap).await?,
-            None => None,
-        };
+        let mut prepared = self.snapshot_start().await?;
         let start = self.start_position().await?;
         let (mut sink, start) = self.open_sink(start, prepared.as_mut()).await?;
         let mut snapshot = match prepared {

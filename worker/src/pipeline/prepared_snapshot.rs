@@ -68,10 +68,12 @@ impl PreparedSnapshot {
             }
             let run = self.tables.get_mut(&id).ok_or("snapshot_config_drifted")?;
             let fresh = run.raw_cursor.is_none() && run.raw_delivered.is_none();
-            if fresh && progress.cursor.is_some() {
+            if fresh && (progress.cursor.is_some() || (run.incremental && progress.complete)) {
                 // a chunk with rows is published only after its end is in Raft as
                 // delivered: none was since the table was (re)added, so Kafka's cursor is
-                // of an earlier snapshot of it (removed and added again)
+                // of an earlier snapshot of it (removed and added again, or snapshotted
+                // again on an operator's request — whose completion of a table then empty
+                // must not stand for this one either)
                 continue;
             }
             let cursor: Option<Vec<KeyPart>> = match &progress.cursor {

@@ -229,6 +229,7 @@ impl PipelineRunner {
             coordinates: *coordinates,
             last_of_table: chunk.last,
             last_of_snapshot: chunk.last && driver.is_complete(),
+            incremental: driver.is_incremental(&chunk.table),
         };
         let mut out = records
             .snapshot_records(&spec, ctx)

@@ -2,7 +2,8 @@
 //! floor P0 in Raft on the first start, follow a changed configured table set (tables added
 //! are snapshotted alone, tables removed forgotten: [`SnapshotRevision`]), re-snapshot a
 //! lost position in `when_needed` mode, and build the [`SnapshotDriver`] at the stored
-//! cursors.
+//! cursors. An operator's ad-hoc (incremental) tables are read beside the configured ones
+//! ([`SnapshotPlan`]).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -10,7 +11,7 @@ use capstan_connectors::mysql::snapshot::{KeyKind, SnapshotReader, SnapshotTable
 use capstan_connectors::mysql::{check_resume, SourceClient, SourceError};
 use capstan_core::change::TableId;
 use capstan_core::snapshot::TableStatus;
-use capstan_raft_store::{Command, SnapshotTableStatus, TableProgress};
+use capstan_raft_store::{Command, SnapshotKind, SnapshotTableStatus, TableProgress};
 use tracing::info;
 
 use super::pipeline_runner::PipelineRunner;
@@ -18,6 +19,7 @@ use super::pipeline_spec::{CheckedSnapshot, SnapshotMode};
 use super::prepared_snapshot::PreparedSnapshot;
 use super::runner_exit::RunnerExit;
 use super::snapshot_driver::SnapshotDriver;
+use super::snapshot_plan::SnapshotPlan;
 use super::snapshot_revision::SnapshotRevision;
 use super::table_run::{key_parts, TableRun};
 
@@ -36,11 +38,33 @@ fn table_id(name: &str) -> Step<TableId> {
 }
 
 impl PipelineRunner {
+    /// What the snapshot decisions are taken from: the definition's snapshot and capture.
+    fn snapshot_plan(&self) -> SnapshotPlan<'_> {
+        SnapshotPlan {
+            configured: self.spec.snapshot.as_ref(),
+            captured: &self.spec.tables,
+        }
+    }
+
+    /// Prepares the snapshot when one is to run: the pipeline's own, or an operator's ad-hoc
+    /// tables still to read; `None` when the runner only streams.
+    pub(super) async fn snapshot_start(&self) -> Step<Option<PreparedSnapshot>> {
+        let stored = self
+            .node
+            .state
+            .read(|s| {
+                s.pipeline(&self.name)
+                    .map(|r| r.snapshot_progress().clone())
+            })
+            .unwrap_or_default();
+        match self.snapshot_plan().settings(&stored) {
+            Some(snap) => self.snapshot_prepare(&snap).await,
+            None => Ok(None),
+        }
+    }
+
     /// Prepares the snapshot: `None` when it is complete.
-    pub(super) async fn snapshot_prepare(
-        &self,
-        snap: &CheckedSnapshot,
-    ) -> Step<Option<PreparedSnapshot>> {
+    async fn snapshot_prepare(&self, snap: &CheckedSnapshot) -> Step<Option<PreparedSnapshot>> {
         let mut reader = SnapshotReader::open(&self.spec.source)
             .await
             .map_err(|e| halt(e.code()))?;
@@ -73,9 +97,7 @@ impl PipelineRunner {
                 };
                 let stored_ids: Vec<TableId> =
                     stored.keys().map(|n| table_id(n)).collect::<Step<_>>()?;
-                let incomplete = stored
-                    .values()
-                    .any(|p| p.status != SnapshotTableStatus::Complete);
+                let incomplete = stored.values().any(|p| !p.status.is_done());
                 let needs_again = stored
                     .values()
                     .any(|p| p.status == SnapshotTableStatus::NeedsResnapshot);
@@ -96,10 +118,10 @@ impl PipelineRunner {
                 }
             }
         };
-        let order: Vec<TableId> = match &snap.tables {
-            Some(t) => t.clone(),
-            None => progress.keys().map(|n| table_id(n)).collect::<Step<_>>()?,
-        };
+        let order: Vec<TableId> = self
+            .snapshot_plan()
+            .order(&progress)
+            .ok_or_else(|| halt("snapshot_config_drifted"))?;
         let mut tables = HashMap::new();
         let mut complete = HashMap::new();
         let mut status = HashMap::new();
@@ -110,7 +132,10 @@ impl PipelineRunner {
             let st = match p.status {
                 SnapshotTableStatus::Pending => TableStatus::Pending,
                 SnapshotTableStatus::InProgress => TableStatus::InProgress,
-                SnapshotTableStatus::Complete => TableStatus::Complete,
+                // stopped by an operator: streams ungated, as a complete table does
+                SnapshotTableStatus::Complete | SnapshotTableStatus::Stopped => {
+                    TableStatus::Complete
+                }
                 SnapshotTableStatus::NeedsResnapshot => {
                     return Err(halt("snapshot_needs_resnapshot"))
                 }
@@ -165,7 +190,8 @@ impl PipelineRunner {
                     raw_delivered,
                     p.rows_done,
                     p.rows_estimated,
-                ),
+                )
+                .incremental(p.kind == SnapshotKind::Incremental),
             );
         }
         Ok(Some(PreparedSnapshot {
@@ -190,7 +216,9 @@ impl PipelineRunner {
         configured: &[TableId],
         described: &mut HashMap<TableId, SnapshotTable>,
     ) -> Step<BTreeMap<String, TableProgress>> {
-        let Some(revision) = SnapshotRevision::plan(&stored, configured) else {
+        let plan = self.snapshot_plan();
+        let keep = |name: &str, p: &TableProgress| plan.keeps(name, p);
+        let Some(revision) = SnapshotRevision::plan(&stored, configured, keep) else {
             return Ok(stored);
         };
         for id in &revision.added {
@@ -280,7 +308,7 @@ impl PipelineRunner {
                 s.pipeline(&self.name)
                     .and_then(|r| r.table_progress(&name).cloned())
             });
-            let Some(p) = p.filter(|p| p.status != SnapshotTableStatus::Complete) else {
+            let Some(p) = p.filter(|p| !p.status.is_done()) else {
                 continue;
             };
             let _ = self

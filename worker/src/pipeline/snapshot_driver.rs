@@ -20,6 +20,7 @@ use capstan_kafka::exactly_once::SnapshotProgress;
 use capstan_raft_store::SnapshotTableStatus;
 
 pub use super::prepared_snapshot::PreparedSnapshot;
+use super::snapshot_plan::ad_hoc_verdict;
 use super::table_run::{
     encode, encode_cached, fetch_weights, kafka_table, key_bytes, Halt, ProgressWrite, TableRun,
 };
@@ -439,25 +440,42 @@ impl SnapshotDriver {
             encode_cached(&self.weights, &change.table, &parts).ok_or("snapshot_pk_weight_failed")
         };
         let gate = self.session.gate();
-        Ok(match change.op {
-            Op::Insert => gate.decide(&change.table, RowKeys::Insert(&key(&change.after)?)),
-            Op::Delete => gate.decide(&change.table, RowKeys::Delete(&key(&change.before)?)),
+        let (verdict, key_changed) = match change.op {
+            Op::Insert => (
+                gate.decide(&change.table, RowKeys::Insert(&key(&change.after)?)),
+                false,
+            ),
+            Op::Delete => (
+                gate.decide(&change.table, RowKeys::Delete(&key(&change.before)?)),
+                false,
+            ),
             Op::Update => {
                 let (before, after) = (key(&change.before)?, key(&change.after)?);
-                gate.decide(
+                let verdict = gate.decide(
                     &change.table,
                     RowKeys::Update {
                         before: &before,
                         after: &after,
                     },
-                )
+                );
+                (verdict, before != after)
             }
+        };
+        Ok(if run.incremental {
+            ad_hoc_verdict(verdict, change.op, key_changed)
+        } else {
+            verdict
         })
     }
 
     /// The table being published: its description.
     pub fn table(&self, id: &TableId) -> Option<&SnapshotTable> {
         self.tables.get(id).map(|r| &r.table)
+    }
+
+    /// True when `id` is read for an operator's ad-hoc (incremental) snapshot.
+    pub fn is_incremental(&self, id: &TableId) -> bool {
+        self.tables.get(id).is_some_and(|r| r.incremental)
     }
 
     /// Rows published of `id` so far.

@@ -25,9 +25,13 @@ pub struct SnapshotRevision {
 
 impl SnapshotRevision {
     /// The revision that brings `stored` to `configured`; `None` when they are the same set.
+    /// A stored table that `keep` keeps (an operator's ad-hoc snapshot of a table still
+    /// captured, [`SnapshotPlan::keeps`](super::snapshot_plan::SnapshotPlan::keeps)) is not
+    /// removed for being absent from `configured`.
     pub fn plan(
         stored: &BTreeMap<String, TableProgress>,
         configured: &[TableId],
+        keep: impl Fn(&str, &TableProgress) -> bool,
     ) -> Option<SnapshotRevision> {
         let names: HashSet<String> = configured.iter().map(TableId::to_string).collect();
         let added: Vec<TableId> = configured
@@ -36,9 +40,9 @@ impl SnapshotRevision {
             .cloned()
             .collect();
         let removed: Vec<String> = stored
-            .keys()
-            .filter(|n| !names.contains(*n))
-            .cloned()
+            .iter()
+            .filter(|(n, p)| !names.contains(*n) && !keep(n, p))
+            .map(|(n, _)| n.clone())
             .collect();
         if added.is_empty() && removed.is_empty() {
             return None;
@@ -90,7 +94,7 @@ impl SnapshotRevision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capstan_raft_store::{KeyBytes, SnapshotTableStatus};
+    use capstan_raft_store::{KeyBytes, SnapshotKind, SnapshotTableStatus};
 
     fn stored(entries: &[(&str, SnapshotTableStatus)]) -> BTreeMap<String, TableProgress> {
         entries
@@ -102,6 +106,7 @@ mod tests {
                     delivered_pk: Some(KeyBytes::new(vec![1])),
                     rows_done: 5,
                     rows_estimated: 5,
+                    kind: SnapshotKind::Initial,
                 };
                 (name.to_string(), progress)
             })
@@ -125,7 +130,7 @@ mod tests {
             ("shop.b", SnapshotTableStatus::InProgress),
         ]);
         assert_eq!(
-            SnapshotRevision::plan(&s, &ids(&["shop.b", "shop.a"])),
+            SnapshotRevision::plan(&s, &ids(&["shop.b", "shop.a"]), |_, _| false),
             None
         );
     }
@@ -136,7 +141,9 @@ mod tests {
             ("shop.a", SnapshotTableStatus::Complete),
             ("shop.b", SnapshotTableStatus::InProgress),
         ]);
-        let revision = SnapshotRevision::plan(&s, &ids(&["shop.a", "shop.z", "shop.c"])).unwrap();
+        let revision =
+            SnapshotRevision::plan(&s, &ids(&["shop.a", "shop.z", "shop.c"]), |_, _| false)
+                .unwrap();
         let estimate = |t: &TableId| if t.table == "z" { 9 } else { 3 };
         assert_eq!(
             revision.command("p", 4, estimate),
@@ -167,7 +174,7 @@ mod tests {
             ("shop.a", SnapshotTableStatus::Complete),
             ("shop.b", SnapshotTableStatus::Pending),
         ]);
-        let revision = SnapshotRevision::plan(&s, &ids(&["shop.a"])).unwrap();
+        let revision = SnapshotRevision::plan(&s, &ids(&["shop.a"]), |_, _| false).unwrap();
         assert_eq!(
             revision.command("p", 1, |_| 0),
             Command::ReviseSnapshotTables {
@@ -176,6 +183,22 @@ mod tests {
                 snapshot: vec![],
                 forget: vec!["shop.b".into()],
             }
+        );
+    }
+
+    #[test]
+    fn a_kept_table_absent_from_the_configured_list_is_not_forgotten() {
+        let s = stored(&[
+            ("shop.a", SnapshotTableStatus::Complete),
+            ("shop.b", SnapshotTableStatus::InProgress),
+        ]);
+        // shop.b is an operator's ad-hoc snapshot of a captured table
+        let keep = |name: &str, _: &TableProgress| name == "shop.b";
+        assert_eq!(SnapshotRevision::plan(&s, &ids(&["shop.a"]), keep), None);
+        let revision = SnapshotRevision::plan(&s, &ids(&["shop.c"]), keep).unwrap();
+        assert_eq!(
+            (revision.added, revision.removed),
+            (ids(&["shop.c"]), vec!["shop.a".to_string()])
         );
     }
 }

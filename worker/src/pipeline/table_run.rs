@@ -25,6 +25,8 @@ pub struct TableRun {
     pub rows_done: u64,
     /// The server's estimate.
     pub rows_estimated: u64,
+    /// An operator's ad-hoc snapshot (its records say `source.snapshot: "incremental"`).
+    pub incremental: bool,
 }
 
 impl TableRun {
@@ -42,6 +44,15 @@ impl TableRun {
             raw_delivered,
             rows_done,
             rows_estimated,
+            incremental: false,
+        }
+    }
+
+    /// The same table, read for an operator's ad-hoc (incremental) snapshot when `incremental`.
+    pub fn incremental(self, incremental: bool) -> Self {
+        TableRun {
+            incremental,
+            ..self
         }
     }
 

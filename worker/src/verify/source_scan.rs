@@ -71,6 +71,7 @@ impl SourceScan<'_> {
                 },
                 last_of_table: chunk.last,
                 last_of_snapshot: false,
+                incremental: false,
             };
             let records = self
                 .builder
