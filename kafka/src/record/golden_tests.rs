@@ -256,6 +256,28 @@ fn key_change_is_delete_tombstone_create() {
     assert_eq!(create["before"], Json::Null);
     assert_eq!(create["after"], json!({"id": 2, "note": "a"}));
     assert_eq!(create["transaction"]["total_order"], 2);
+    // Debezium's key-change headers, after capstan's own: the delete and its tombstone name
+    // the new key, the create the old one
+    let extra: Vec<Vec<(&str, &str)>> = recs
+        .iter()
+        .map(|r| {
+            r.headers
+                .iter()
+                .filter(|(n, _)| n.starts_with("__debezium."))
+                .map(|(n, v)| (n.as_str(), std::str::from_utf8(v).unwrap()))
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        extra,
+        vec![
+            vec![("__debezium.newkey", r#"{"id":2}"#)],
+            vec![("__debezium.newkey", r#"{"id":2}"#)],
+            vec![("__debezium.oldkey", r#"{"id":1}"#)],
+        ]
+    );
+    assert_eq!(recs[2].headers.last().unwrap().0, HEADER_DEBEZIUM_OLDKEY);
+    assert_eq!(recs[2].header_str(HEADER_RECORD), Some("2"));
 }
 
 #[test]

@@ -16,6 +16,12 @@ pub const HEADER_ROW: &str = "capstan.row";
 /// sees the triple twice has seen a duplicate.
 pub const HEADER_RECORD: &str = "capstan.record";
 
+/// Header (Debezium's): on the delete event (and its tombstone) of an update that changed the
+/// key, the new key, as the JSON the record key of the matching create event carries.
+pub const HEADER_DEBEZIUM_NEWKEY: &str = "__debezium.newkey";
+/// Header (Debezium's): on the create event of an update that changed the key, the old key.
+pub const HEADER_DEBEZIUM_OLDKEY: &str = "__debezium.oldkey";
+
 /// One Kafka record: topic, optional key, optional value (none = tombstone), headers and a
 /// create timestamp.
 ///

@@ -29,7 +29,8 @@ mod type_mapping;
 mod value_encoding;
 
 pub use kafka_record::{
-    KafkaRecord, HEADER_EPOCH, HEADER_PIPELINE, HEADER_POSITION, HEADER_RECORD, HEADER_ROW,
+    KafkaRecord, HEADER_DEBEZIUM_NEWKEY, HEADER_DEBEZIUM_OLDKEY, HEADER_EPOCH, HEADER_PIPELINE,
+    HEADER_POSITION, HEADER_RECORD, HEADER_ROW,
 };
 pub use message_key::MessageKeys;
 pub use record_builder::{

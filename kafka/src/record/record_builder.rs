@@ -28,7 +28,7 @@ use super::envelope::{
     DataCollectionCount, Envelope, OrderedObject, SchemaChangeEvent, SchemaChangeKey, Source,
     TransactionBlock, TransactionEvent, TransactionKey,
 };
-use super::kafka_record::KafkaRecord;
+use super::kafka_record::{KafkaRecord, HEADER_DEBEZIUM_NEWKEY, HEADER_DEBEZIUM_OLDKEY};
 use super::message_key::{key_columns, MessageKeys};
 use super::record_emitter::{image, key_object, missing, serialize, Emitter, TransactionProgress};
 use super::schema_cache::{build_schemas, framed, SchemaCache, TableSchemas, TableVersion};
@@ -156,6 +156,8 @@ struct Event<'e> {
     before: Option<&'e OrderedObject>,
     after: Option<&'e OrderedObject>,
     key: Option<&'e OrderedObject>,
+    /// A key change's header: the other half's key, under Debezium's header name.
+    key_header: Option<(&'static str, &'e OrderedObject)>,
 }
 
 impl RecordBuilder {
@@ -384,6 +386,7 @@ impl RecordBuilder {
                     before: None,
                     after: Some(after),
                     key: after_key.as_ref(),
+                    key_header: None,
                 });
             }
             Op::Delete => {
@@ -395,6 +398,7 @@ impl RecordBuilder {
                     before: Some(before),
                     after: None,
                     key: before_key.as_ref(),
+                    key_header: None,
                 });
             }
             Op::Update => {
@@ -405,17 +409,21 @@ impl RecordBuilder {
                     .as_ref()
                     .ok_or_else(|| missing(table, "update without after image"))?;
                 if before_key != after_key {
+                    // as Debezium: the delete (and its tombstone) names the new key, the
+                    // create the old one
                     events.push(Event {
                         op: "d",
                         before: Some(before),
                         after: None,
                         key: before_key.as_ref(),
+                        key_header: after_key.as_ref().map(|k| (HEADER_DEBEZIUM_NEWKEY, k)),
                     });
                     events.push(Event {
                         op: "c",
                         before: None,
                         after: Some(after),
                         key: after_key.as_ref(),
+                        key_header: before_key.as_ref().map(|k| (HEADER_DEBEZIUM_OLDKEY, k)),
                     });
                 } else {
                     events.push(Event {
@@ -423,6 +431,7 @@ impl RecordBuilder {
                         before: Some(before),
                         after: Some(after),
                         key: after_key.as_ref(),
+                        key_header: None,
                     });
                 }
             }
@@ -464,16 +473,29 @@ impl RecordBuilder {
             let key = event.key.map(|k| serialize(k, table)).transpose()?;
             let value = serialize(&envelope, table)?;
             let (key, value) = framed(schemas.as_deref(), key, value);
-            em.push(
+            let key_header = event
+                .key_header
+                .map(|(name, k)| serialize(k, table).map(|v| (name, v)))
+                .transpose()?;
+            em.push_with_header(
                 table,
                 topic,
                 key.clone(),
                 Some(value),
                 Some(row_index),
                 commit_ms,
+                key_header.clone(),
             )?;
             if event.op == "d" && self.options.tombstones_on_delete && key.is_some() {
-                em.push(table, topic, key, None, Some(row_index), commit_ms)?;
+                em.push_with_header(
+                    table,
+                    topic,
+                    key,
+                    None,
+                    Some(row_index),
+                    commit_ms,
+                    key_header,
+                )?;
             }
         }
         Ok(())

@@ -108,7 +108,26 @@ impl<'a> Emitter<'a> {
         row: Option<usize>,
         ts: u64,
     ) -> Result<(), SinkError> {
-        let headers = self.headers(row);
+        self.push_with_header(table, topic, key, value, row, ts, None)
+    }
+
+    /// [`Self::push`], with one more header after capstan's own (a key change's
+    /// `__debezium.oldkey` / `__debezium.newkey`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn push_with_header(
+        &mut self,
+        table: &TableId,
+        topic: &str,
+        key: Option<Vec<u8>>,
+        value: Option<Vec<u8>>,
+        row: Option<usize>,
+        ts: u64,
+        extra: Option<(&str, Vec<u8>)>,
+    ) -> Result<(), SinkError> {
+        let mut headers = self.headers(row);
+        if let Some((name, v)) = extra {
+            headers.push((name.to_string(), v));
+        }
         let record = KafkaRecord {
             topic: topic.to_string(),
             key,
