@@ -7,7 +7,7 @@
 
 mod snapshot_common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,70 +15,6 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::*;
 use serde_json::json;
 use snapshot_common::*;
-
-/// Kills the owner of `pipeline` with SIGKILL, waits for another worker to own it at a
-/// higher epoch in state `want`, restarts the victim. Returns (victim, old epoch, new owner,
-/// new epoch).
-async fn kill_owner(world: &World, pipeline: &str, want: &'static str) -> (u64, u64, u64, u64) {
-    let name = pipeline.to_string();
-    world
-        .blocking(move |c| {
-            let via = running(c);
-            let (victim, epoch, _) = c.pipeline_owner(via, &name).expect("owned");
-            c.kill9(victim);
-            assert!(
-                !c.workers.get_mut(&victim).unwrap().is_running(),
-                "the owner really died"
-            );
-            let via = [1, 2, 3].into_iter().find(|&n| n != victim).unwrap();
-            let killed = Instant::now();
-            let (owner, new_epoch, _) = c
-                .wait_until(SETTLE, |c| {
-                    c.pipeline_owner(via, &name)
-                        .filter(|(o, e, s)| *o != victim && *e > epoch && s == want)
-                })
-                .unwrap_or_else(|| {
-                    panic!(
-                        "the pipeline did not move: {:?}",
-                        c.pipeline_status(via, &name)
-                    )
-                });
-            eprintln!(
-                "killed owner {victim} (epoch {epoch}); {owner} is {want} at epoch {new_epoch} \
-                 after {:?}",
-                killed.elapsed()
-            );
-            c.spawn(victim);
-            (victim, epoch, owner, new_epoch)
-        })
-        .await
-}
-
-/// Every key read more than once was re-read only as part of the same chunk (its
-/// `capstan.position`) by a later epoch: a re-published in-flight chunk. Returns the count
-/// of duplicate reads.
-fn assert_duplicates_are_replayed_chunks(reads: &[Rec], key: &[&str]) -> usize {
-    let mut by_key: BTreeMap<String, Vec<&Rec>> = BTreeMap::new();
-    for r in reads {
-        by_key
-            .entry(key_of(&r.value.as_ref().unwrap()["after"], key))
-            .or_default()
-            .push(r);
-    }
-    let mut dups = 0;
-    for (k, rs) in by_key.iter().filter(|(_, rs)| rs.len() > 1) {
-        dups += rs.len() - 1;
-        let positions: BTreeSet<&str> = rs.iter().map(|r| r.position.as_str()).collect();
-        let epochs: BTreeSet<u64> = rs.iter().map(|r| r.epoch).collect();
-        assert_eq!(
-            positions.len(),
-            1,
-            "{k} read by different chunks: {positions:?}"
-        );
-        assert_eq!(epochs.len(), rs.len(), "{k} read twice by one epoch");
-    }
-    dups
-}
 
 // ---------------------------------------------------------------------------------------
 // kill -9 the owner mid-snapshot, twice, under writers
@@ -185,7 +121,7 @@ async fn kill_twice(flavor: &'static str) {
         );
     }
     // duplicates only as a re-published in-flight chunk, at most one per kill
-    let dups = assert_duplicates_are_replayed_chunks(&r.read_recs, &["id"]);
+    let dups = assert_duplicates_are_replayed_chunks(&r.read_recs, &["id"], true);
     assert!(dups as u64 <= 2 * CHUNK, "{dups} duplicate reads");
     let markers = world.markers("sk", &schema, "t").await;
     assert_eq!(markers.len(), 1);
@@ -307,7 +243,7 @@ async fn scenario_a4(flavor: &'static str, delivery: &'static str) {
         epochs.contains(&epoch) && epochs.contains(&new_epoch),
         "rows read before and after the kill: {epochs:?}"
     );
-    let dups = assert_duplicates_are_replayed_chunks(&r.read_recs, &["id"]);
+    let dups = assert_duplicates_are_replayed_chunks(&r.read_recs, &["id"], true);
     assert!(dups <= 3, "at most the one in-flight chunk again: {dups}");
     // then streaming as A1: exactly the 8 change events (+ 1 tombstone), once each
     let ops: Vec<&str> = r.changes.iter().filter_map(Rec::op).collect();
