@@ -53,6 +53,18 @@ async fn call(world: &World, method: Method, path: String, body: Option<Value>) 
         .await
 }
 
+/// The `source.snapshot` values of `reads`.
+fn snapshot_kinds(reads: &[Rec]) -> BTreeSet<&str> {
+    reads
+        .iter()
+        .map(|x| {
+            x.value.as_ref().unwrap()["source"]["snapshot"]
+                .as_str()
+                .unwrap()
+        })
+        .collect()
+}
+
 async fn ad_hoc(flavor: &'static str) {
     let Some(db) = flavor_db(flavor) else { return };
     let started = Instant::now();
@@ -234,16 +246,10 @@ async fn ad_hoc(flavor: &'static str) {
     assert_same(&r.state, &source, flavor);
     // every read is the ad-hoc snapshot's, and changes streamed before it (the table was
     // captured all along) and between its chunks
-    let kinds: BTreeSet<&str> = r
-        .read_recs
-        .iter()
-        .map(|x| {
-            x.value.as_ref().unwrap()["source"]["snapshot"]
-                .as_str()
-                .unwrap()
-        })
-        .collect();
-    assert_eq!(kinds, BTreeSet::from(["incremental"]));
+    assert_eq!(
+        snapshot_kinds(&r.read_recs),
+        BTreeSet::from(["incremental"])
+    );
     let (first_read, last_read) = (&r.read_recs[0], r.read_recs.last().unwrap());
     assert!(
         r.changes.iter().any(|c| c.index < first_read.index),
@@ -276,15 +282,7 @@ async fn ad_hoc(flavor: &'static str) {
         let other = replay(&parse(&world.read(tp).await), &["id"]);
         assert_eq!(other.read_recs.len() as u64, SMALL_ROWS, "{name}");
         assert!(other.changes.is_empty(), "{name}");
-        let kinds: BTreeSet<&str> = other
-            .read_recs
-            .iter()
-            .map(|x| {
-                x.value.as_ref().unwrap()["source"]["snapshot"]
-                    .as_str()
-                    .unwrap()
-            })
-            .collect();
+        let kinds = snapshot_kinds(&other.read_recs);
         assert!(!kinds.contains("incremental"), "{name}: {kinds:?}");
         assert_eq!(table_status(&done, name)["rows_done"], SMALL_ROWS, "{done}");
     }
