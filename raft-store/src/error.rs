@@ -73,6 +73,12 @@ pub enum RaftStoreError {
         /// The file.
         path: String,
     },
+    /// The thread that syncs the Raft log could not be started.
+    #[error("cannot start the raft log syncer thread: {source}")]
+    Syncer {
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
     /// A log key was not an 8-byte big-endian index.
     #[error("malformed log key of {len} bytes in the raft store")]
     MalformedLogKey {
@@ -94,6 +100,7 @@ impl RaftStoreError {
             RaftStoreError::MalformedLogKey { .. } => "raft_store_malformed_log_key",
             RaftStoreError::SnapshotFile { .. } => "raft_store_snapshot_file_failed",
             RaftStoreError::MalformedSnapshotFile { .. } => "raft_store_malformed_snapshot_file",
+            RaftStoreError::Syncer { .. } => "raft_store_syncer_failed",
         }
     }
 

@@ -15,6 +15,7 @@ mod snapshot_file;
 pub mod state_machine;
 pub mod store;
 pub mod type_config;
+mod wal_syncer;
 
 pub use cluster_state::ClusterState;
 pub use command::{

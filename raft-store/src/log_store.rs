@@ -3,11 +3,11 @@
 //!
 //! Appends, votes and purges are synced before they are acknowledged: openraft counts a node
 //! in a quorum as soon as its log I/O completes, so an acknowledged entry must survive a crash.
-//! The committed log id is written unsynced; losing it only means openraft re-learns it.
-//!
-//! RocksDB calls are made inline in the async methods, as in openraft's RocksDB example: they
-//! are short, and a synced append has to finish before the entry may be acknowledged anyway.
-//! Run the Raft on a multi-threaded runtime so a slow disk does not stall other tasks.
+//! An append is written unsynced and acknowledged by the [`WalSyncer`] once the write-ahead log
+//! is on disk (group commit), so the Raft core never waits on an append's fsync; votes,
+//! truncations and purges are rare and sync inline, truncations and purges behind the appends
+//! queued before them. The committed log id is written unsynced; losing it only means openraft
+//! re-learns it.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -21,6 +21,7 @@ use crate::error::RaftStoreError;
 use crate::shared_cluster_state::SharedClusterState;
 use crate::store::{Store, CF_LOGS, CF_LOG_META};
 use crate::type_config::{Entry, LogId, StorageError, TypeConfig, Vote};
+use crate::wal_syncer::WalSyncer;
 
 const KEY_VOTE: &str = "vote";
 const KEY_COMMITTED: &str = "committed";
@@ -32,11 +33,17 @@ pub struct LogStore {
     store: Store,
     /// Where the receipt times of lease renewals are noted (for the lease tracker).
     state: SharedClusterState,
+    /// Makes appends durable and acknowledges them.
+    syncer: WalSyncer,
 }
 
 impl LogStore {
-    pub(crate) fn new(store: Store, state: SharedClusterState) -> Self {
-        LogStore { store, state }
+    pub(crate) fn new(store: Store, state: SharedClusterState, syncer: WalSyncer) -> Self {
+        LogStore {
+            store,
+            state,
+            syncer,
+        }
     }
 
     fn last_purged(&self) -> Result<Option<LogId>, RaftStoreError> {
@@ -99,7 +106,8 @@ impl LogStore {
                 serde_json::to_vec(&entry).map_err(|e| RaftStoreError::encode("log entry", &e))?;
             batch.put_cf(cf, entry.log_id.index.to_be_bytes(), bytes);
         }
-        self.store.write(batch, true, "log entries")?;
+        // readable at once; durable when the syncer completes the callback
+        self.store.write(batch, false, "log entries")?;
         if !renewals.is_empty() {
             let mut receipts = self.state.receipts();
             for log_id in renewals {
@@ -241,7 +249,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         match self.append_entries(entries) {
             Ok(()) => {
-                callback.log_io_completed(Ok(()));
+                self.syncer.flushed(callback);
                 Ok(())
             }
             Err(error) => {
@@ -253,6 +261,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         tracing::debug!(index = log_id.index, "truncating raft log");
+        self.syncer.barrier().await;
         self.state.receipts().truncated(log_id.index);
         self.delete_entries(log_id.index, u64::MAX, None)
             .map_err(write_logs_error)
@@ -260,6 +269,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         tracing::debug!(index = log_id.index, "purging raft log");
+        self.syncer.barrier().await;
         self.delete_entries(0, log_id.index.saturating_add(1), Some(&log_id))
             .map_err(write_logs_error)
     }

@@ -29,6 +29,7 @@ use crate::error::RaftStoreError;
 use crate::log_store::LogStore;
 use crate::snapshot_file::SnapshotFile;
 use crate::state_machine::StateMachineStore;
+use crate::wal_syncer::WalSyncer;
 
 pub(crate) const CF_LOGS: &str = "logs";
 pub(crate) const CF_LOG_META: &str = "log_meta";
@@ -80,7 +81,9 @@ impl Store {
         }
         let state_machine = StateMachineStore::load(store.clone())?;
         let state = state_machine.cluster_state();
-        Ok((LogStore::new(store, state), state_machine))
+        let syncer = WalSyncer::start(store.db.clone())
+            .map_err(|source| RaftStoreError::Syncer { source })?;
+        Ok((LogStore::new(store, state, syncer), state_machine))
     }
 
     pub(crate) fn db(&self) -> &DB {
