@@ -18,6 +18,7 @@ use crate::log_format::LogFormat;
 use crate::metrics::Metrics;
 use crate::node::Node;
 use crate::node_control_plane::NodeControlPlane;
+use crate::pipeline::DataPlane;
 use crate::worker_config::WorkerConfig;
 
 /// capstan: change data capture from MySQL and MariaDB to Kafka, on a Raft cluster of workers.
@@ -184,10 +185,16 @@ async fn worker(path: PathBuf) -> Result<(), String> {
         .await
         .map_err(|e| format!("{} ({})", e, e.code()))?;
     let metrics = Arc::new(Metrics::new());
+    let data_plane = DataPlane::start(node.config.pipeline_nice)
+        .map_err(|e| format!("cannot start the pipelines' runtime: {e}"))?;
+    let pipelines = data_plane
+        .handle()
+        .ok_or("the pipelines' runtime is gone")?;
     let (stop_runners, runners_stop) = tokio::sync::watch::channel(false);
     let supervisor = tokio::spawn(crate::pipeline::supervise(
         node.clone(),
         metrics.clone(),
+        pipelines,
         runners_stop,
     ));
     let listener = TcpListener::bind(api_listen)

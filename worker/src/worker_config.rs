@@ -68,6 +68,12 @@ pub struct WorkerConfig {
     /// from the log; one further behind is sent the snapshot (in 4 MiB chunks).
     #[serde(default = "default_raft_logs_kept")]
     pub raft_logs_kept: u64,
+    /// The nice value (0–19) of the threads that run pipelines (binlog reads, decoding,
+    /// encoding, publishing). The control plane (Raft, lease renewals, the REST API) runs on
+    /// threads of its own at the worker's priority, so a busy pipeline cannot hold a renewal
+    /// back past the lease; pipelines still use every idle core. 0: the same priority.
+    #[serde(default = "default_pipeline_nice")]
+    pub pipeline_nice: u8,
     /// Mutual TLS for the Raft RPC port. Absent: plain HTTP, for a trusted network only.
     #[serde(default)]
     pub tls: Option<TlsConfig>,
@@ -125,6 +131,9 @@ fn default_raft_snapshot_logs() -> u64 {
 }
 fn default_raft_logs_kept() -> u64 {
     1_000
+}
+fn default_pipeline_nice() -> u8 {
+    10
 }
 
 /// Why a worker configuration was refused. Each names the offending field.
@@ -185,6 +194,8 @@ pub struct CheckedWorkerConfig {
     pub raft_snapshot_logs: u64,
     /// Entries kept behind a snapshot.
     pub raft_logs_kept: u64,
+    /// The pipeline threads' nice value.
+    pub pipeline_nice: u8,
     /// Mutual TLS on the Raft port, when configured.
     pub tls: Option<TlsConfig>,
 }
@@ -277,6 +288,9 @@ impl WorkerConfig {
         if self.raft_snapshot_logs == 0 {
             return invalid("raft_snapshot_logs", "must be a positive integer");
         }
+        if self.pipeline_nice > 19 {
+            return invalid("pipeline_nice", "must be between 0 and 19");
+        }
         if let Some(tls) = &self.tls {
             for (field, path) in [
                 ("tls.cert_file", &tls.cert_file),
@@ -346,6 +360,7 @@ impl WorkerConfig {
             rpc_timeout: Duration::from_millis(self.rpc_timeout_ms),
             raft_snapshot_logs: self.raft_snapshot_logs,
             raft_logs_kept: self.raft_logs_kept,
+            pipeline_nice: self.pipeline_nice,
             tls: self.tls,
         })
     }
@@ -395,6 +410,7 @@ mod tests {
         let c = WorkerConfig::from_toml(GOOD).unwrap().validate().unwrap();
         assert_eq!(c.node_id, 2);
         assert_eq!(c.lease, Duration::from_millis(680));
+        assert_eq!(c.pipeline_nice, 10);
         assert_eq!(c.initial_members.len(), 2);
         assert_eq!(c.tls, None);
     }
@@ -535,6 +551,7 @@ mod tests {
         check("node_id = 2", "node_id = 3", "initial_members");
         check("8102\"\n", "7102\"\n", "api_listen");
         check("data_dir", "lease_ms = 500\ndata_dir", "lease_ms");
+        check("data_dir", "pipeline_nice = 20\ndata_dir", "pipeline_nice");
         check("{ id = 1,", "{ id = 2,", "initial_members.id");
         check(
             "raft = \"127.0.0.1:7101\"",

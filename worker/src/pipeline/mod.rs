@@ -1,6 +1,7 @@
 //! Pipelines on a worker: their definitions, the runner that streams one on its owner, and
 //! the supervisor that starts and stops runners as ownership and desired state change.
 
+mod data_plane;
 mod delivery_ledger;
 mod lost_position;
 mod move_release;
@@ -24,6 +25,7 @@ mod spec_secrets;
 mod table_run;
 mod weight_cache;
 
+pub use data_plane::DataPlane;
 pub use pipeline_spec::{CheckedPipelineSpec, PipelineSpec};
 pub use runner_supervisor::supervise;
 pub(crate) use spec_secrets::{resolve_secrets, HostSecrets};

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capstan_raft_store::{Command, DesiredState, Epoch, RunnerState};
+use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -46,8 +47,14 @@ struct Running {
     handle: JoinHandle<RunnerExit>,
 }
 
-/// Runs until `stop` turns true (or the node stops), then stops every runner.
-pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Receiver<bool>) {
+/// Runs until `stop` turns true (or the node stops), then stops every runner. Runners are
+/// spawned on `pipelines` (the [`super::DataPlane`]), apart from the control plane.
+pub async fn supervise(
+    node: Arc<Node>,
+    metrics: Arc<Metrics>,
+    pipelines: Handle,
+    stop: watch::Receiver<bool>,
+) {
     let mut runners: HashMap<String, Running> = HashMap::new();
     let mut stopping: Vec<(String, Running)> = Vec::new();
     let mut halted: HashMap<String, Incarnation> = HashMap::new();
@@ -202,7 +209,7 @@ pub async fn supervise(node: Arc<Node>, metrics: Arc<Metrics>, stop: watch::Rece
                 (key.0, term),
                 spec,
             );
-            let handle = tokio::spawn(runner.run(stop_rx));
+            let handle = pipelines.spawn(runner.run(stop_rx));
             runners.insert(
                 name,
                 Running {
