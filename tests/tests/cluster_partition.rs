@@ -249,7 +249,7 @@ async fn a_leader_that_cannot_reach_the_owner_keeps_the_cluster_writable_and_the
     // an owner that hears no leader campaigns (refused: the others heard from the leader
     // recently), so it cannot renew its lease either: if the pipeline moved, the old owner
     // stopped within its lease of its last renewal, which went through until its election
-    // timeout (at most twice the 140 ms maximum, after openraft's leader lease) made it a
+    // timeout (at most twice the 450 ms maximum, after openraft's leader lease) made it a
     // candidate
     let stopped = if final_epoch == epoch {
         "never: it kept the pipeline".to_string()

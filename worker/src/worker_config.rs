@@ -112,16 +112,16 @@ pub struct MemberConfig {
 }
 
 fn default_lease_ms() -> u64 {
-    680
+    2_000
 }
 fn default_heartbeat_ms() -> u64 {
-    50
+    100
 }
 fn default_election_min_ms() -> u64 {
-    80
+    250
 }
 fn default_election_max_ms() -> u64 {
-    140
+    450
 }
 fn default_rpc_timeout_ms() -> u64 {
     500
@@ -409,7 +409,7 @@ mod tests {
     fn a_good_config_validates_with_defaults() {
         let c = WorkerConfig::from_toml(GOOD).unwrap().validate().unwrap();
         assert_eq!(c.node_id, 2);
-        assert_eq!(c.lease, Duration::from_millis(680));
+        assert_eq!(c.lease, Duration::from_secs(2));
         assert_eq!(c.pipeline_nice, 10);
         assert_eq!(c.initial_members.len(), 2);
         assert_eq!(c.tls, None);
@@ -492,13 +492,13 @@ mod tests {
     #[test]
     fn default_timings_keep_the_lease_through_an_election_and_expire_after_the_self_fence() {
         let c = WorkerConfig::from_toml(GOOD).unwrap().validate().unwrap();
-        assert_eq!(c.heartbeat_interval, Duration::from_millis(50));
+        assert_eq!(c.heartbeat_interval, Duration::from_millis(100));
         assert_eq!(
             c.election_timeout,
-            (Duration::from_millis(80), Duration::from_millis(140))
+            (Duration::from_millis(250), Duration::from_millis(450))
         );
-        assert_eq!(c.renew_every(), Duration::from_millis(68));
-        assert_eq!(c.lease_expiry(), Duration::from_millis(765));
+        assert_eq!(c.renew_every(), Duration::from_millis(200));
+        assert_eq!(c.lease_expiry(), Duration::from_millis(2250));
         assert_eq!(c.commit_bound(), Duration::from_secs(4));
         // the owner stops at `lease`; the leader may move its pipelines only later
         assert!(c.lease_expiry() > c.lease);
@@ -523,14 +523,14 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("lease_ms"), "{e}");
-        // the defaults before 2026-12-04 (lease 2 s, heartbeat 100 ms, election 250-450 ms)
+        // the fast-failover timings for a disk that syncs in well under 50 ms (docs/operations.md)
         assert!(with(
-            "lease_ms = 2000\nheartbeat_interval_ms = 100\nelection_timeout_min_ms = 250\nelection_timeout_max_ms = 450"
+            "lease_ms = 680\nheartbeat_interval_ms = 50\nelection_timeout_min_ms = 80\nelection_timeout_max_ms = 140"
         )
         .is_ok());
-        // with the default Raft timings: 66 + (3*140 + 75) + 2*50 = 661
-        assert!(with("lease_ms = 660").is_err());
-        assert!(with("lease_ms = 661").is_ok());
+        // with the default Raft timings: 188 + (3*450 + 150) + 2*100 = 1888
+        assert!(with("lease_ms = 1887").is_err());
+        assert!(with("lease_ms = 1888").is_ok());
         assert!(with(
             "lease_ms = 4000\nheartbeat_interval_ms = 150\nelection_timeout_min_ms = 500\nelection_timeout_max_ms = 1000"
         )
