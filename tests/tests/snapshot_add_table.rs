@@ -132,8 +132,14 @@ async fn add_and_remove(flavor: &'static str) {
     let dups: Vec<_> = replayed.reads.iter().filter(|(_, n)| **n != 1).collect();
     assert!(dups.is_empty(), "keys read more than once: {dups:?}");
     let reads = replayed.read_recs.len() as u64;
+    // the exact guarantees are above (the replay equals the table, no key read twice); the
+    // count only shows the chunks really read the table. Eight writers insert and delete at one
+    // rate over the keys 1..=2*ADDED_ROWS+2, on both sides of the cursor: on a 6,000-row table
+    // that churn moves the count as the chunks meet it by more than a tenth when the snapshot
+    // is slow (a loaded machine; pipelines run at a lower priority than the writers), so it is
+    // bounded by the key space above and by half the seed below
     assert!(
-        reads.abs_diff(ADDED_ROWS) < ADDED_ROWS / 10,
+        (ADDED_ROWS / 2..=2 * ADDED_ROWS + 2).contains(&reads),
         "{reads} rows read of {ADDED_ROWS}"
     );
     assert_eq!(table_status(&done, &added_name)["rows_done"], reads);
