@@ -36,9 +36,10 @@ pub(crate) const CF_LOG_META: &str = "log_meta";
 pub(crate) const CF_STATE_MACHINE: &str = "state_machine";
 pub(crate) const CF_SNAPSHOT: &str = "snapshot";
 
-/// A write taking longer than this is logged: the raft core waits on log writes, so a slow
-/// disk shows as missed heartbeats and elections.
-const SLOW_WRITE: std::time::Duration = std::time::Duration::from_millis(100);
+/// A write or log sync taking longer than this is logged: the raft core waits on votes,
+/// truncations and (through the syncer) on appends being durable, so a slow disk shows as
+/// missed heartbeats and elections.
+pub(crate) const SLOW_WRITE: std::time::Duration = std::time::Duration::from_millis(100);
 
 const COLUMN_FAMILIES: [&str; 4] = [CF_LOGS, CF_LOG_META, CF_STATE_MACHINE, CF_SNAPSHOT];
 
@@ -155,7 +156,7 @@ impl Store {
                 bytes,
                 sync,
                 took_ms = took.as_millis() as u64,
-                "slow raft storage write; raft appends wait on it (see heartbeat_interval_ms)"
+                "slow raft storage write; the raft core waits on it (see heartbeat_interval_ms)"
             );
         }
         written

@@ -15,15 +15,13 @@
 
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use openraft::storage::LogFlushed;
 use rocksdb::DB;
 
+use crate::store::SLOW_WRITE;
 use crate::type_config::TypeConfig;
-
-/// A sync taking longer than this is logged (as the store's slow writes are).
-const SLOW_SYNC: Duration = Duration::from_millis(100);
 
 enum Job {
     /// Complete this append's callback once the log is synced.
@@ -114,7 +112,7 @@ fn run(db: &DB, queue: &mpsc::Receiver<Job>) {
             Ok(())
         };
         let took = started.elapsed();
-        if took > SLOW_SYNC {
+        if took > SLOW_WRITE {
             tracing::warn!(
                 appends = callbacks,
                 took_ms = took.as_millis() as u64,

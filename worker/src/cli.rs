@@ -187,9 +187,7 @@ async fn worker(path: PathBuf) -> Result<(), String> {
     let metrics = Arc::new(Metrics::new());
     let data_plane = DataPlane::start(node.config.pipeline_nice)
         .map_err(|e| format!("cannot start the pipelines' runtime: {e}"))?;
-    let pipelines = data_plane
-        .handle()
-        .ok_or("the pipelines' runtime is gone")?;
+    let pipelines = data_plane.handle();
     let (stop_runners, runners_stop) = tokio::sync::watch::channel(false);
     let supervisor = tokio::spawn(crate::pipeline::supervise(
         node.clone(),

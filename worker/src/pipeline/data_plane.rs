@@ -18,7 +18,9 @@ use tracing::warn;
 /// (allowed inside the control plane's runtime); stop the runners first.
 #[derive(Debug)]
 pub struct DataPlane {
+    /// Taken only by `drop`.
     runtime: Option<Runtime>,
+    handle: Handle,
 }
 
 impl DataPlane {
@@ -39,13 +41,14 @@ impl DataPlane {
             })
             .build()?;
         Ok(DataPlane {
+            handle: runtime.handle().clone(),
             runtime: Some(runtime),
         })
     }
 
     /// Where runners are spawned.
-    pub fn handle(&self) -> Option<Handle> {
-        self.runtime.as_ref().map(|r| r.handle().clone())
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
     }
 }
 
