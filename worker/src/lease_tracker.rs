@@ -1,16 +1,18 @@
-//! Worker liveness as the Raft leader sees it (see docs/adr/0004-worker-liveness.md).
+//! Worker liveness as each node sees it (see docs/adr/0004-worker-liveness.md).
 //!
-//! Every worker renews its lease by committing a `RenewLease` command through Raft; the
-//! replicated state counts renewals per worker. Every node (not only the leader) samples those
-//! counters as it applies them and notes, on its own monotonic clock, when each worker's
-//! counter last moved; it sees a renewal only after it was sent, so its view is never ahead of
-//! the renewing worker's own lease clock. A worker is live while that moment is no older than
-//! `lease + margin`. A node that becomes leader keeps what it observed as a follower, so a dead
-//! owner that was also the leader is recognised as soon as its lease would have run out; the
-//! new leader plans only after it has applied an entry of its own term, so every committed
-//! renewal is observed before any decision (a renewal seen late looks *younger*, never older).
-//! A node that has just started has seen nothing and treats every member as live for one
-//! `lease + margin`: it never moves a pipeline on evidence it has not had time to gather.
+//! Every worker renews its lease every `lease / 10` through the leader, which notes the renewal
+//! and relays it to every voter (or, while no leader can be reached, directly to the voters
+//! that hear no leader either); each node notes, on its own monotonic clock, when it received
+//! each worker's latest renewal ([`LeaseTracker::record`]). Renewals are held in memory, not
+//! written to the Raft log. A worker is live while that moment is no older than
+//! `lease + margin`. A node also follows the `RenewLease` commands it applies (a worker writes
+//! one when it joins or returns after releasing its lease, and workers of an older version
+//! renew that way), dated by when it received their log entries. It sees a renewal only after
+//! it was sent, so its view is never ahead of the renewing worker's own lease clock. A node
+//! that has just started has seen nothing and treats every member as live for one
+//! `lease + margin`: it never moves a pipeline on evidence it has not had time to gather. The
+//! leader moves a worker's pipelines only once a quorum of the voters agrees it expired
+//! ([`crate::lease_quorum`]).
 //!
 //! Pure: the caller passes `now`.
 
@@ -24,7 +26,10 @@ use capstan_raft_store::NodeId;
 pub struct LeaseTracker {
     expiry: Duration,
     started: Instant,
-    seen: BTreeMap<NodeId, (u64, Instant)>,
+    /// When each worker's latest renewal was received.
+    seen: BTreeMap<NodeId, Instant>,
+    /// The replicated `RenewLease` counter of each worker, as last observed.
+    counts: BTreeMap<NodeId, u64>,
 }
 
 impl LeaseTracker {
@@ -34,7 +39,15 @@ impl LeaseTracker {
             expiry,
             started: now,
             seen: BTreeMap::new(),
+            counts: BTreeMap::new(),
         }
+    }
+
+    /// A renewal of `node` was received at `at` (a relay from the leader, a direct renewal,
+    /// or this node's own). An older receipt than one already noted changes nothing.
+    pub fn record(&mut self, node: NodeId, at: Instant) {
+        let seen = self.seen.entry(node).or_insert(at);
+        *seen = (*seen).max(at);
     }
 
     /// Records the replicated renewal counters as of `now`. A counter that moved is dated by
@@ -50,12 +63,9 @@ impl LeaseTracker {
         now: Instant,
     ) {
         for (&node, &count) in renewals {
-            match self.seen.get(&node) {
-                Some(&(seen, _)) if seen == count => {}
-                _ => {
-                    let at = received.get(&node).map_or(now, |&r| r.min(now));
-                    self.seen.insert(node, (count, at));
-                }
+            if self.counts.insert(node, count) != Some(count) {
+                let at = received.get(&node).map_or(now, |&r| r.min(now));
+                self.record(node, at);
             }
         }
         for node in released {
@@ -70,7 +80,7 @@ impl LeaseTracker {
         let grace_end = self.started + self.expiry;
         self.seen
             .values()
-            .map(|&(_, at)| at + self.expiry)
+            .map(|&at| at + self.expiry)
             .chain(std::iter::once(grace_end))
             .filter(|&t| t >= now)
             .min()
@@ -90,7 +100,7 @@ impl LeaseTracker {
             .into_iter()
             .filter(|n| !released.contains(n))
             .filter(|n| match self.seen.get(n) {
-                Some(&(_, at)) => now.saturating_duration_since(at) <= self.expiry,
+                Some(&at) => now.saturating_duration_since(at) <= self.expiry,
                 None => in_grace,
             })
             .collect()
@@ -129,6 +139,28 @@ mod tests {
         let received: BTreeMap<NodeId, Instant> = [(1, t0 + ms(50))].into();
         t.observe(&counts(&[(1, 9)]), &received, &none, t0);
         assert!(t.live([1], &none, t0 + EXPIRY + ms(1)).is_empty());
+    }
+
+    #[test]
+    fn a_renewal_received_in_memory_counts_and_an_older_one_changes_nothing() {
+        let t0 = Instant::now();
+        let none = BTreeSet::new();
+        let ms = Duration::from_millis;
+        let mut t = LeaseTracker::new(EXPIRY, t0 - EXPIRY - ms(1));
+        t.record(1, t0);
+        t.record(1, t0 - ms(500));
+        assert_eq!(t.live([1, 2], &none, t0 + EXPIRY), [1].into());
+        assert!(t.live([1], &none, t0 + EXPIRY + ms(1)).is_empty());
+        // a counter observed later, dated by an older receipt, does not make it look older
+        t.observe(&counts(&[(1, 1)]), &[(1, t0 - ms(100))].into(), &none, t0);
+        assert_eq!(t.live([1], &none, t0 + EXPIRY), [1].into());
+        // nor does a counter seen again unchanged make it younger
+        t.observe(&counts(&[(1, 1)]), &no_receipts(), &none, t0 + ms(900));
+        assert!(t.live([1], &none, t0 + EXPIRY + ms(1)).is_empty());
+        // released: not live, whatever it renewed
+        let released: BTreeSet<NodeId> = [1].into();
+        t.record(1, t0 + ms(950));
+        assert!(t.live([1], &released, t0 + ms(960)).is_empty());
     }
 
     #[test]

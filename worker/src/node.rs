@@ -1,6 +1,7 @@
 //! One worker node: its Raft instance over RocksDB, the Raft RPC server, the leader's
 //! scheduler loop and the lease renewal loop. Wiring only; the decisions live in
-//! [`crate::scheduler`], [`crate::lease_tracker`] and [`crate::owner_lease`].
+//! [`crate::scheduler`], [`crate::lease_tracker`], [`crate::lease_quorum`] and
+//! [`crate::owner_lease`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -20,6 +21,9 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::http_server;
+use crate::leader_contact::LeaderContact;
+use crate::lease_quorum::ExpiryQuorum;
+use crate::lease_service;
 use crate::lease_tracker::LeaseTracker;
 use crate::owner_lease::OwnerLease;
 use crate::raft_network::HttpRaftNetworkFactory;
@@ -150,6 +154,9 @@ pub struct Node {
     http: reqwest::Client,
     raft_scheme: &'static str,
     lease: Mutex<OwnerLease>,
+    /// When this node received each worker's latest renewal.
+    tracker: Mutex<LeaseTracker>,
+    leader_contact: Arc<LeaderContact>,
     /// Held (shared) by every renewal in flight; taken exclusively by [`Node::shutdown`] so
     /// that no renewal commits after the lease is released.
     renewals: Arc<tokio::sync::RwLock<()>>,
@@ -207,6 +214,8 @@ impl Node {
             raft: raft.clone(),
             state,
             lease: Mutex::new(OwnerLease::new(config.lease)),
+            tracker: Mutex::new(LeaseTracker::new(config.lease_expiry(), Instant::now())),
+            leader_contact: Arc::new(LeaderContact::default()),
             renewals: Arc::new(tokio::sync::RwLock::new(())),
             live_members: Mutex::new(BTreeSet::new()),
             membership_changes: tokio::sync::Mutex::new(()),
@@ -223,12 +232,14 @@ impl Node {
                 addr: node.config.raft_listen.to_string(),
                 reason: e.to_string(),
             })?;
-        let app = raft_service::router(raft).merge(
-            Router::new()
-                .route("/raft/write", post(forwarded_write))
-                .route("/raft/removed", post(removed_notice))
-                .with_state(node.clone()),
-        );
+        let app = raft_service::router(raft, node.leader_contact.clone())
+            .merge(lease_service::router(node.clone()))
+            .merge(
+                Router::new()
+                    .route("/raft/write", post(forwarded_write))
+                    .route("/raft/removed", post(removed_notice))
+                    .with_state(node.clone()),
+            );
         let stop = node.shutdown.subscribe();
         let server_tls = tls.as_ref().map(RaftTls::server_config);
         tokio::spawn(async move {
@@ -240,7 +251,7 @@ impl Node {
         });
 
         node.initialize_if_first().await?;
-        tokio::spawn(renew_leases(node.clone()));
+        tokio::spawn(crate::lease_renewal::renew_leases(node.clone()));
         tokio::spawn(schedule(node.clone()));
         info!(
             node = node.id,
@@ -404,6 +415,52 @@ impl Node {
             .lock()
             .map(|v| v.clone())
             .unwrap_or_default()
+    }
+
+    /// Notes a renewal of `worker` received at `at` (ADR-0004, decision 1).
+    pub(crate) fn record_renewal(&self, worker: NodeId, at: Instant) {
+        if let Ok(mut t) = self.tracker.lock() {
+            t.record(worker, at);
+        }
+    }
+
+    /// Which of `nodes` this node sees expired at `now` (released or not).
+    pub(crate) fn expired_among(&self, nodes: &BTreeSet<NodeId>, now: Instant) -> BTreeSet<NodeId> {
+        let live = self
+            .tracker
+            .lock()
+            .map(|t| t.live(nodes.iter().copied(), &BTreeSet::new(), now))
+            .unwrap_or_default();
+        nodes.difference(&live).copied().collect()
+    }
+
+    /// When this node last heard from a leader.
+    pub(crate) fn leader_contact(&self) -> &LeaderContact {
+        &self.leader_contact
+    }
+
+    /// The client for calls to peers' Raft ports.
+    pub(crate) fn raft_client(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The URL of `path` on a peer's Raft port.
+    pub(crate) fn raft_url(&self, peer: &NodeInfo, path: &str) -> String {
+        format!("{}://{}{path}", self.raft_scheme, peer.raft_addr)
+    }
+
+    /// The guard every renewal holds while in flight (see [`Node::shutdown`]); `None` while
+    /// shutdown releases the lease.
+    pub(crate) fn renewal_guard(&self) -> Option<tokio::sync::OwnedRwLockReadGuard<()>> {
+        self.renewals.clone().try_read_owned().ok()
+    }
+
+    /// A renewal sent at `sent` was confirmed.
+    pub(crate) fn lease_confirmed(&self, sent: Instant) {
+        if let Ok(mut l) = self.lease.lock() {
+            l.confirmed(sent, Instant::now());
+        }
+        crate::fault_point::lease_confirmed();
     }
 
     /// Adds a worker: first as a learner, then, once replication to it has caught up with the
@@ -635,62 +692,6 @@ async fn forwarded_write(
     Json(node.write_local(command).await)
 }
 
-/// Renews this worker's lease every `lease / 10` (see [`CheckedWorkerConfig::renew_every`]),
-/// and at once when a new leader becomes known: no renewal commits during an election, so the
-/// first one after it should not wait for the next period. Each renewal runs on its own task,
-/// so one that waits for a dead leader or a slow commit does not hold back the next. A
-/// committed renewal confirms the lease from the moment it was sent.
-async fn renew_leases(node: Arc<Node>) {
-    let mut tick = tokio::time::interval(node.config.renew_every());
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut changes = node.raft.metrics();
-    let mut leader = changes.borrow_and_update().current_leader;
-    while !node.is_stopping() {
-        tokio::select! {
-            _ = tick.tick() => {}
-            changed = changes.changed() => {
-                if changed.is_err() {
-                    break; // raft stopped
-                }
-                let now_leader = changes.borrow_and_update().current_leader;
-                if now_leader == leader || now_leader.is_none() {
-                    leader = now_leader;
-                    continue;
-                }
-                leader = now_leader;
-                tick.reset();
-            }
-        }
-        // refused while shutdown releases the lease
-        let Ok(in_flight) = node.renewals.clone().try_read_owned() else {
-            continue;
-        };
-        tokio::spawn(renew_once(node.clone(), in_flight));
-    }
-}
-
-/// One renewal, given up after a lease: a confirmation that late would extend nothing.
-async fn renew_once(node: Arc<Node>, _in_flight: tokio::sync::OwnedRwLockReadGuard<()>) {
-    if node.is_stopping() {
-        return;
-    }
-    let sent = Instant::now();
-    let renewal = node.write(Command::RenewLease { node: node.id });
-    match tokio::time::timeout(node.config.lease, renewal).await {
-        Ok(Ok(_)) => {
-            if let Ok(mut l) = node.lease.lock() {
-                l.confirmed(sent, Instant::now());
-            }
-            crate::fault_point::lease_confirmed();
-        }
-        Ok(Err(e)) => debug!(node = node.id, error = %e, "lease renewal failed"),
-        Err(_) => debug!(
-            node = node.id,
-            "lease renewal not committed within the lease"
-        ),
-    }
-}
-
 /// On every node: follow the lease renewals; on the leader: propose the scheduler's plan.
 ///
 /// Event-driven rather than polled: a round runs when this node applies an entry (or its
@@ -698,15 +699,22 @@ async fn renew_once(node: Arc<Node>, _in_flight: tokio::sync::OwnedRwLockReadGua
 /// observed within [`MIN_ROUND_GAP`] of being applied and an expired owner is acted on at
 /// once; at least every [`MAX_ROUND_GAP`] otherwise.
 async fn schedule(node: Arc<Node>) {
-    let mut tracker = LeaseTracker::new(node.config.lease_expiry(), Instant::now());
+    // a voter may receive a relayed renewal a moment after the leader did, so a first
+    // question can come too early: ask again soon
+    let mut expiries = ExpiryQuorum::new(MIN_ROUND_GAP);
     let mut changes = node.raft.metrics();
     let mut last_seen = None;
+    let mut unsettled = false;
     while !node.is_stopping() {
         let now = Instant::now();
-        let idle_until = now + MAX_ROUND_GAP;
-        let wake = tracker
-            .next_change(now)
-            .map_or(idle_until, |t| t.min(idle_until));
+        let idle_until = now
+            + if unsettled {
+                MIN_ROUND_GAP
+            } else {
+                MAX_ROUND_GAP
+            };
+        let next = node.tracker.lock().ok().and_then(|t| t.next_change(now));
+        let wake = next.map_or(idle_until, |t| t.min(idle_until));
         tokio::select! {
             changed = changes.changed() => {
                 if changed.is_err() {
@@ -721,7 +729,7 @@ async fn schedule(node: Arc<Node>) {
             }
             () = tokio::time::sleep_until(wake.into()) => {}
         }
-        schedule_round(&node, &mut tracker).await;
+        unsettled = schedule_round(&node, &mut expiries).await;
         tokio::time::sleep(MIN_ROUND_GAP).await;
     }
 }
@@ -739,23 +747,25 @@ fn round_key(m: &openraft::RaftMetrics<NodeId, NodeInfo>) -> RoundKey {
     )
 }
 
-/// One round: observe the renewals, publish the live view, and on a caught-up leader propose
-/// the plan.
-async fn schedule_round(node: &Arc<Node>, tracker: &mut LeaseTracker) {
+/// One round: observe the renewals written to the log, publish the live view, and on a
+/// caught-up leader propose the plan, moving pipelines only from workers a quorum of the
+/// voters sees expired. True when a worker this node sees expired is not confirmed yet.
+async fn schedule_round(node: &Arc<Node>, expiries: &mut ExpiryQuorum) -> bool {
     let metrics = node.raft.metrics().borrow().clone();
     let is_leader = metrics.state == ServerState::Leader;
-    // every node follows the renewals, so a new leader already knows who went quiet; the
-    // clock is read under the state's lock, so every renewal observed was applied before its
-    // observation time (and so sent before it)
+    // the clock is read under the state's lock, so every renewal observed was applied before
+    // its observation time (and so sent before it)
     let (released, now) = node.state.read(|state| {
         let now = Instant::now();
         let released = state.released_nodes();
-        tracker.observe(
-            state.lease_renewals(),
-            &node.state.renewals_received(),
-            &released,
-            now,
-        );
+        if let Ok(mut tracker) = node.tracker.lock() {
+            tracker.observe(
+                state.lease_renewals(),
+                &node.state.renewals_received(),
+                &released,
+                now,
+            );
+        }
         (released, now)
     });
     // a new leader plans only once it has applied an entry of its own term: by then it has
@@ -769,13 +779,37 @@ async fn schedule_round(node: &Arc<Node>, tracker: &mut LeaseTracker) {
         .nodes()
         .map(|(id, _)| *id)
         .collect::<Vec<_>>();
-    let live = tracker.live(members, &released, now);
+    let mut live = node
+        .tracker
+        .lock()
+        .map(|t| t.live(members.iter().copied(), &released, now))
+        .unwrap_or_default();
     if let Ok(mut view) = node.live_members.lock() {
         view.clone_from(&live);
     }
     if !is_leader || !caught_up {
-        return;
+        return false;
     }
+    // a worker this node saw go quiet may have renewed through voters this node did not hear
+    // from (under another leader, or over a link this node lost): it counts as live until a
+    // quorum agrees it expired
+    let local_expired: BTreeSet<NodeId> = members
+        .iter()
+        .copied()
+        .filter(|n| !live.contains(n) && !released.contains(n))
+        .collect();
+    let plan = expiries.plan(metrics.current_term, &local_expired, now);
+    let mut expired = plan.confirmed;
+    if let Some(ask) = plan.ask {
+        let agreed = lease_service::expired_on_a_quorum(node, &ask).await;
+        if !agreed.is_empty() {
+            info!(workers = ?agreed, "a quorum of the voters sees these workers' leases expired");
+        }
+        expiries.settle(metrics.current_term, &agreed);
+        expired.extend(agreed);
+    }
+    let unsettled = expired != local_expired;
+    live.extend(local_expired.difference(&expired).copied());
     // plan under the read lock (pure and quick), propose after releasing it
     let commands = node.state.read(|state| scheduler::plan(state, &live));
     // all at once: openraft batches entries that arrive together, so the pipelines of a dead
@@ -798,6 +832,7 @@ async fn schedule_round(node: &Arc<Node>, tracker: &mut LeaseTracker) {
             debug!(error = %e, "scheduler proposal failed");
         }
     }
+    unsettled
 }
 
 #[cfg(test)]

@@ -12,6 +12,10 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::leader_contact::LeaderContact;
 use crate::node::Raft;
 use crate::raft_network::APPEND_BYTES;
 use crate::snapshot_chunk::SnapshotChunk;
@@ -28,20 +32,30 @@ pub const BODY_LIMIT: usize = 16 << 20;
 const _: () = assert!(MAX_COMMAND_BYTES + APPEND_BYTES + (1 << 20) < BODY_LIMIT);
 const _: () = assert!(SNAPSHOT_CHUNK_BYTES as usize / 3 * 4 + (1 << 20) < BODY_LIMIT);
 
-/// The routes peers call: `POST /raft/append`, `/raft/vote`, `/raft/snapshot`.
-pub fn router(raft: Raft) -> Router {
+/// The routes peers call: `POST /raft/append`, `/raft/vote`, `/raft/snapshot`. An append this
+/// node accepts is noted in `contact`.
+pub fn router(raft: Raft, contact: Arc<LeaderContact>) -> Router {
     Router::new()
         .route("/raft/append", post(append))
-        .route("/raft/vote", post(vote))
-        .route("/raft/snapshot", post(snapshot))
-        .with_state(raft)
+        .with_state((raft.clone(), contact))
+        .merge(
+            Router::new()
+                .route("/raft/vote", post(vote))
+                .route("/raft/snapshot", post(snapshot))
+                .with_state(raft),
+        )
 }
 
 async fn append(
-    State(raft): State<Raft>,
+    State((raft, contact)): State<(Raft, Arc<LeaderContact>)>,
     Json(req): Json<AppendEntriesRequest<TypeConfig>>,
 ) -> Json<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>> {
-    Json(raft.append_entries(req).await)
+    let answer = raft.append_entries(req).await;
+    // a higher vote refuses the sender's leadership; anything else accepted it
+    if matches!(&answer, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_))) {
+        contact.heard(Instant::now());
+    }
+    Json(answer)
 }
 
 async fn vote(

@@ -42,10 +42,11 @@ pub struct WorkerConfig {
     /// waits to be added with `POST /cluster/members`.
     #[serde(default)]
     pub initial_members: Vec<MemberConfig>,
-    /// How long an owner may go without reaching a Raft quorum before it stops its pipelines
-    /// on its own (milliseconds). The worker renews it every `lease_ms / 10`; the leader moves
-    /// the pipelines of a worker it has not seen renew for `lease_ms + lease_ms / 8`. Must
-    /// outlast a Raft election (see [`WorkerConfig::validate`] and ADR-0004).
+    /// How long an owner may go without reaching a quorum of the voters before it stops its
+    /// pipelines on its own (milliseconds). The worker renews it every `lease_ms / 10`; the
+    /// leader moves the pipelines of a worker a quorum has not seen renew for
+    /// `lease_ms + lease_ms / 8`. Must outlast a Raft election (see
+    /// [`WorkerConfig::validate`] and ADR-0004).
     #[serde(default = "default_lease_ms")]
     pub lease_ms: u64,
     /// Raft heartbeat interval (milliseconds).
@@ -112,16 +113,16 @@ pub struct MemberConfig {
 }
 
 fn default_lease_ms() -> u64 {
-    2_000
+    700
 }
 fn default_heartbeat_ms() -> u64 {
-    100
+    50
 }
 fn default_election_min_ms() -> u64 {
-    250
+    150
 }
 fn default_election_max_ms() -> u64 {
-    450
+    230
 }
 fn default_rpc_timeout_ms() -> u64 {
     500
@@ -211,7 +212,7 @@ impl CheckedWorkerConfig {
     /// from the renewal's send, earlier than its observation); it absorbs clock rates that
     /// differ by up to 12.5 % between the owner and the leader.
     pub fn lease_expiry(&self) -> Duration {
-        self.lease + self.lease / 8
+        Duration::from_millis(expiry_ms(millis(self.lease)))
     }
 
     /// How long a Raft write may take before it is given up (`NoQuorum`), and how long an
@@ -234,12 +235,14 @@ impl WorkerConfig {
         toml::from_str(text).map_err(|e| WorkerConfigError::Syntax(e.message().to_string()))
     }
 
-    /// Checks every field without I/O, including the timing relations ADR-0004's safety and
-    /// liveness arguments rest on: heartbeat < election min < election max (openraft), rpc
-    /// timeout < lease, and a lease long enough to outlast a leader election (a renewal
-    /// period + an election with one refused candidate, `3 × election max + 1.5 ×
-    /// heartbeat`, + 2 heartbeats for the vote round and the first renewal's commit). The
-    /// leader's expiry, `lease + lease/8`, always exceeds the owner's self-fence at `lease`.
+    /// Checks every field without I/O, including the timing relations ADR-0004's arguments
+    /// rest on: heartbeat < election min < election max (openraft), rpc timeout < lease, and
+    /// a lease that outlasts a leader election: the expiry, `lease + lease/8`, at least an
+    /// election with one refused candidate (`3 × election max + 1.5 × heartbeat`), so that a
+    /// new leader is in place before the pipelines of a leader that died may move, and their
+    /// failover is the lease's, not the election's. The leader's expiry always exceeds the
+    /// owner's self-fence at `lease`. (Renewals no longer wait for a leader to be elected:
+    /// they are confirmed by a quorum of the voters, ADR-0004 decision 1.)
     pub fn validate(self) -> Result<CheckedWorkerConfig, WorkerConfigError> {
         let invalid = |field, reason| Err(WorkerConfigError::Invalid { field, reason });
         if self.node_id == 0 {
@@ -266,20 +269,11 @@ impl WorkerConfig {
                 "must exceed election_timeout_min_ms",
             );
         }
-        // A healthy owner must keep its lease through the election that follows a leader's
-        // death: its newest confirmed renewal may be one renewal period old at the crash, no
-        // renewal commits until a new leader exists, and the next one, sent as soon as the
-        // new leader is known, needs a vote round and a commit (budgeted two heartbeats).
-        let needed = renew_every_ms(self.lease_ms)
-            .saturating_add(election_bound_ms(
-                self.heartbeat_interval_ms,
-                self.election_timeout_max_ms,
-            ))
-            .saturating_add(self.heartbeat_interval_ms.saturating_mul(2));
-        if self.lease_ms < needed {
+        let election = election_bound_ms(self.heartbeat_interval_ms, self.election_timeout_max_ms);
+        if expiry_ms(self.lease_ms) < election {
             return invalid(
                 "lease_ms",
-                "must be at least lease_ms/10 + 3*election_timeout_max_ms + 3.5*heartbeat_interval_ms, or a leader change would expire healthy owners' leases",
+                "must outlast a leader election: lease_ms + lease_ms/8 at least 3*election_timeout_max_ms + 1.5*heartbeat_interval_ms",
             );
         }
         if self.rpc_timeout_ms == 0 || self.rpc_timeout_ms >= self.lease_ms {
@@ -371,6 +365,11 @@ fn renew_every_ms(lease_ms: u64) -> u64 {
     lease_ms / 10
 }
 
+/// When the leader may move a silent worker's pipelines: `lease + lease/8`.
+fn expiry_ms(lease_ms: u64) -> u64 {
+    lease_ms.saturating_add(lease_ms / 8)
+}
+
 /// How long, after the last message of a leader that died, until a new leader is elected,
 /// allowing one failed round: openraft 0.9 makes a follower wait `election_timeout_max` (its
 /// leader lease) plus its random election timeout (below `election_timeout_max`), checked
@@ -409,7 +408,7 @@ mod tests {
     fn a_good_config_validates_with_defaults() {
         let c = WorkerConfig::from_toml(GOOD).unwrap().validate().unwrap();
         assert_eq!(c.node_id, 2);
-        assert_eq!(c.lease, Duration::from_secs(2));
+        assert_eq!(c.lease, Duration::from_millis(700));
         assert_eq!(c.pipeline_nice, 10);
         assert_eq!(c.initial_members.len(), 2);
         assert_eq!(c.tls, None);
@@ -490,24 +489,22 @@ mod tests {
     }
 
     #[test]
-    fn default_timings_keep_the_lease_through_an_election_and_expire_after_the_self_fence() {
+    fn default_timings_outlast_an_election_and_expire_after_the_self_fence() {
         let c = WorkerConfig::from_toml(GOOD).unwrap().validate().unwrap();
-        assert_eq!(c.heartbeat_interval, Duration::from_millis(100));
+        assert_eq!(c.lease, Duration::from_millis(700));
+        assert_eq!(c.heartbeat_interval, Duration::from_millis(50));
         assert_eq!(
             c.election_timeout,
-            (Duration::from_millis(250), Duration::from_millis(450))
+            (Duration::from_millis(150), Duration::from_millis(230))
         );
-        assert_eq!(c.renew_every(), Duration::from_millis(200));
-        assert_eq!(c.lease_expiry(), Duration::from_millis(2250));
+        assert_eq!(c.renew_every(), Duration::from_millis(70));
+        assert_eq!(c.lease_expiry(), Duration::from_millis(787));
         assert_eq!(c.commit_bound(), Duration::from_secs(4));
         // the owner stops at `lease`; the leader may move its pipelines only later
         assert!(c.lease_expiry() > c.lease);
-        // a renewal period + an election with one refused candidate + two heartbeats
-        let needed = c.renew_every()
-            + 3 * c.election_timeout.1
-            + c.heartbeat_interval * 3 / 2
-            + 2 * c.heartbeat_interval;
-        assert!(c.lease >= needed, "{needed:?}");
+        // an election with one refused candidate ends within the expiry
+        let election = 3 * c.election_timeout.1 + c.heartbeat_interval * 3 / 2;
+        assert!(c.lease_expiry() >= election, "{election:?}");
     }
 
     #[test]
@@ -517,20 +514,21 @@ mod tests {
                 .unwrap()
                 .validate()
         };
-        // the former defaults: elections (measured up to 3.5 s) outlasted the 2 s lease
+        // the defaults of 2026-11-29: elections (measured up to 3.5 s) outlasted the 2 s lease
         let e = with(
             "lease_ms = 2000\nheartbeat_interval_ms = 150\nelection_timeout_min_ms = 500\nelection_timeout_max_ms = 1000",
         )
         .unwrap_err();
         assert!(e.to_string().contains("lease_ms"), "{e}");
-        // the fast-failover timings for a disk that syncs in well under 50 ms (docs/operations.md)
+        // the defaults of 2026-11-30 still validate
         assert!(with(
-            "lease_ms = 680\nheartbeat_interval_ms = 50\nelection_timeout_min_ms = 80\nelection_timeout_max_ms = 140"
+            "lease_ms = 2000\nheartbeat_interval_ms = 100\nelection_timeout_min_ms = 250\nelection_timeout_max_ms = 450"
         )
         .is_ok());
-        // with the default Raft timings: 188 + (3*450 + 150) + 2*100 = 1888
-        assert!(with("lease_ms = 1887").is_err());
-        assert!(with("lease_ms = 1888").is_ok());
+        // with the default Raft timings the expiry must reach 3*230 + 75 = 765:
+        // 680 + 85 = 765, 679 + 84 = 763
+        assert!(with("lease_ms = 679").is_err());
+        assert!(with("lease_ms = 680").is_ok());
         assert!(with(
             "lease_ms = 4000\nheartbeat_interval_ms = 150\nelection_timeout_min_ms = 500\nelection_timeout_max_ms = 1000"
         )

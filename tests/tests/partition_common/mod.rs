@@ -22,7 +22,7 @@ use crate::load_common::{assert_histories, events, Writers};
 pub const SETTLE: Duration = Duration::from_secs(30);
 const WRITERS: u64 = 2;
 /// The workers' owner lease (the default).
-pub const LEASE: Duration = Duration::from_millis(2_000);
+pub const LEASE: Duration = Duration::from_millis(700);
 /// How much later than its lease a cut-off owner's last record may reach a consumer: records
 /// enqueued just before the lease ran out, the client's batching, the consumer's fetch.
 pub const ARRIVAL_MARGIN: Duration = Duration::from_millis(1_500);
