@@ -235,10 +235,14 @@ impl PipelineRunner {
             _ => None,
         };
         // a large transaction comes in slices, at-least-once. Exactly-once keeps transactions
-        // whole for now: its publisher can carry a source transaction's slices in one Kafka
-        // transaction (`ExactlyOncePublisher::publish_part`, proven on the contract tests), but
-        // a new owner replaying a 2M-row transaction that way did not finish in 15 minutes in
-        // its first live test, and that is not understood yet
+        // whole: its publisher can carry a source transaction's slices in one Kafka transaction
+        // (`ExactlyOncePublisher::publish_part`, proven on the contract tests), but that Kafka
+        // transaction stays open while the whole source transaction is published, and the
+        // broker aborts one older than `transaction_timeout_ms` (60 s; at most the broker's
+        // transaction.max.timeout.ms, 15 min): a 2M-row transaction takes longer, its producer
+        // is fenced (`kafka_producer_fenced`, seen live 2026-12-05) and every retry starts it
+        // over. Slicing exactly-once needs a commit per slice with a resume point inside the
+        // source transaction (its position and the records already committed)
         let slice_bytes =
             (self.spec.sink.delivery == DeliveryMode::AtLeastOnce).then_some(SLICE_BYTES);
         let assembler = AssemblerConfig {
