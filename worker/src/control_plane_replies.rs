@@ -67,6 +67,12 @@ fn secret_slots(spec: &serde_json::Value) -> Vec<(Vec<String>, String)> {
             "source.password".to_string(),
         ));
     }
+    if spec.pointer("/columns/hash/salt").is_some() {
+        slots.push((
+            vec!["columns".into(), "hash".into(), "salt".into()],
+            "columns.hash.salt".to_string(),
+        ));
+    }
     let overrides = spec
         .get("kafka")
         .and_then(|k| k.get("producer_overrides"))
@@ -170,6 +176,19 @@ mod tests {
         let e = keep_stored_secrets(&mut def, &json!({"source": {}})).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("source.password"));
         assert_eq!(redacted(&stored)["source"]["password"], REDACTED);
+    }
+
+    #[test]
+    fn the_hash_salt_is_write_only() {
+        let stored = json!({"columns": {"hash": {"salt": "pepper-77", "columns": ["a.b.c"]}}});
+        let shown = redacted(&stored);
+        assert_eq!(shown["columns"]["hash"]["salt"], REDACTED);
+        assert_eq!(shown["columns"]["hash"]["columns"], json!(["a.b.c"]));
+        let mut def = shown.clone();
+        keep_stored_secrets(&mut def, &stored).unwrap();
+        assert_eq!(def["columns"]["hash"]["salt"], "pepper-77");
+        let by_ref = json!({"columns": {"hash": {"salt": "${env:SALT}", "columns": []}}});
+        assert_eq!(redacted(&by_ref)["columns"]["hash"]["salt"], "${env:SALT}");
     }
 
     #[test]

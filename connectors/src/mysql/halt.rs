@@ -121,6 +121,15 @@ pub enum Halt {
         /// The limit in bytes.
         limit: u64,
     },
+    /// A column control (exclude, mask, hash) names a key column of a captured table: the
+    /// record key and compaction need its real value.
+    #[error("column {column} of {table} is a key column and cannot be excluded, masked or hashed")]
+    ColumnControlOnKey {
+        /// `schema.table`.
+        table: String,
+        /// The column.
+        column: String,
+    },
     /// A corrupt TRANSACTION_PAYLOAD: bad compression type, zstd error, size mismatch,
     /// malformed inner events.
     #[error("transaction payload corrupt: {reason}")]
@@ -157,6 +166,7 @@ impl Halt {
             Halt::Incident => "incident",
             Halt::PayloadTooLarge { .. } => "payload_too_large",
             Halt::PayloadCorrupt { .. } => "payload_corrupt",
+            Halt::ColumnControlOnKey { .. } => "column_control_on_key",
         }
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::column_controls::ColumnControls;
 use super::source_error::SourceError;
 
 /// The largest timer value accepted (2^32 - 1 ms, about 49.7 days).
@@ -173,6 +174,9 @@ pub struct ValidSourceConfig {
     pub reconnect_backoff: Duration,
     /// Reconnect budget.
     pub max_reconnects: u32,
+    /// What happens to columns before a row leaves the source (binlog and snapshot rows);
+    /// set from the pipeline's `columns` block, empty otherwise.
+    pub columns: ColumnControls,
 }
 
 impl SourceConfig {
@@ -251,6 +255,7 @@ impl SourceConfig {
             stream_timeout: timeout,
             reconnect_backoff: backoff,
             max_reconnects: self.max_reconnects,
+            columns: ColumnControls::default(),
         })
     }
 }

@@ -1,10 +1,14 @@
 //! The capture allowlist, applied to a table map before any row of it is decoded.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use capstan_core::change::TableId;
 
-/// Which tables a pipeline captures. Names compare exactly (as the server reports them).
+use super::table_patterns::TablePatterns;
+
+/// Which tables a pipeline captures. Names compare exactly (as the server reports them);
+/// [`TableFilter::Matching`] adds anchored patterns for schemas and tables.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum TableFilter {
     /// Every table.
@@ -14,6 +18,8 @@ pub enum TableFilter {
     Only(HashSet<TableId>),
     /// Every table but the listed ones.
     AllExcept(HashSet<TableId>),
+    /// Include and exclude patterns for schemas and tables.
+    Matching(Arc<TablePatterns>),
 }
 
 impl TableFilter {
@@ -35,6 +41,7 @@ impl TableFilter {
             TableFilter::All => true,
             TableFilter::Only(set) => set.contains(table),
             TableFilter::AllExcept(set) => !set.contains(table),
+            TableFilter::Matching(patterns) => patterns.admits(table),
         }
     }
 }

@@ -203,7 +203,7 @@ impl SinkConfig {
         if self.bootstrap_servers.trim().is_empty() {
             return Err(invalid("bootstrap_servers", "must not be empty"));
         }
-        let topics = TopicTemplate::parse(&self.topic_prefix, &self.topic_template)
+        let topics = TopicTemplate::parse_any(&self.topic_prefix, &self.topic_template)
             .map_err(|r| invalid("topic_template", r))?;
         let transaction_topic = if self.transaction_topic {
             let t = format!("{}.transaction", self.topic_prefix);

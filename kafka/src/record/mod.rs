@@ -24,6 +24,7 @@ mod message_key;
 mod record_builder;
 mod record_emitter;
 mod schema_cache;
+mod topic_router;
 mod topic_template;
 mod type_mapping;
 mod value_encoding;
@@ -38,9 +39,10 @@ pub use record_builder::{
     SCHEMA_CHANGE_POSITION_PREFIX, SOURCE_VERSION,
 };
 pub use record_emitter::TransactionProgress;
+pub use topic_router::{TopicRoute, TopicRouter, AMBIGUOUS_ROUTE, PHYSICAL_TABLE_KEY_FIELD};
 pub(crate) use topic_template::check_topic_name;
 pub use topic_template::{
-    sanitize_topic_part, TopicTemplate, DEFAULT_TOPIC_TEMPLATE, MAX_TOPIC_LEN,
+    is_legal_topic_char, sanitize_topic_part, TopicTemplate, DEFAULT_TOPIC_TEMPLATE, MAX_TOPIC_LEN,
 };
 pub use type_mapping::{
     BigintUnsignedHandling, BinaryHandling, DecimalHandling, TimePrecision, TypeMapping,

@@ -178,6 +178,7 @@ impl RecordBuilder {
         row: Option<&Row>,
         types: Option<&ColumnTypes>,
         key: &[usize],
+        routed: bool,
     ) -> Option<Arc<TableSchemas>> {
         if !self.options.connect_schemas {
             return None;
@@ -201,6 +202,7 @@ impl RecordBuilder {
             columns: row.columns_arc(),
             types,
             key,
+            routed,
             flavor: self.options.flavor,
             mapping: &mapping,
         };
@@ -222,11 +224,17 @@ impl RecordBuilder {
         &self.options
     }
 
-    /// The topic of `table`.
+    /// The topic of `table`: its routing rule's, else the template's.
     pub fn topic_for(&self, table: &TableId) -> Result<String, SinkError> {
+        self.destination(table).map(|(topic, _)| topic)
+    }
+
+    /// The topic of `table` and whether a routing rule chose it (its keys then name the
+    /// table, [`super::PHYSICAL_TABLE_KEY_FIELD`]).
+    pub fn destination(&self, table: &TableId) -> Result<(String, bool), SinkError> {
         self.options
             .topics
-            .render(&table.schema, &table.table)
+            .destination(table)
             .map_err(|reason| SinkError::InvalidTopic {
                 table: table.to_string(),
                 reason,
@@ -293,21 +301,21 @@ impl RecordBuilder {
             progress.begun = true;
             progress.table.get_or_insert_with(|| change.table.clone());
         }
-        let mut topics: Vec<(Arc<TableId>, String)> = Vec::new();
+        let mut topics: Vec<(Arc<TableId>, String, bool)> = Vec::new();
         let first = usize::try_from(tx.first_change).unwrap_or(usize::MAX);
         for (i, change) in tx.changes.iter().enumerate() {
-            let topic = match topics.iter().find(|(t, _)| **t == *change.table) {
-                Some((_, topic)) => topic.clone(),
+            let (topic, routed) = match topics.iter().find(|(t, _, _)| **t == *change.table) {
+                Some((_, topic, routed)) => (topic.clone(), *routed),
                 None => {
-                    let topic = self.topic_for(&change.table)?;
-                    topics.push((change.table.clone(), topic.clone()));
-                    topic
+                    let (topic, routed) = self.destination(&change.table)?;
+                    topics.push((change.table.clone(), topic.clone(), routed));
+                    (topic, routed)
                 }
             };
             self.change_records(
                 &mut em,
                 change,
-                &topic,
+                (&topic, routed),
                 first.saturating_add(i),
                 &gtid,
                 coordinates,
@@ -346,7 +354,7 @@ impl RecordBuilder {
         &self,
         em: &mut Emitter<'_>,
         change: &Change,
-        topic: &str,
+        (topic, routed): (&str, bool),
         row_index: usize,
         gtid: &str,
         coordinates: &BinlogCoordinates<'_>,
@@ -368,11 +376,11 @@ impl RecordBuilder {
             None => Cow::Borrowed(&change.key[..]),
         };
         let before_key = match &change.before {
-            Some(r) => key_object(r, &key, table, &self.options.encoding)?,
+            Some(r) => key_object(r, &key, table, &self.options.encoding, routed)?,
             None => None,
         };
         let after_key = match &change.after {
-            Some(r) => key_object(r, &key, table, &self.options.encoding)?,
+            Some(r) => key_object(r, &key, table, &self.options.encoding, routed)?,
             None => None,
         };
         let mut events: Vec<Event<'_>> = Vec::with_capacity(2);
@@ -442,6 +450,7 @@ impl RecordBuilder {
             change.before.as_ref().or(change.after.as_ref()),
             change.types.as_ref(),
             &key,
+            routed,
         );
         for event in events {
             let (total_order, collection_order) = em.count(&collection);
@@ -575,7 +584,7 @@ impl RecordBuilder {
         ctx: &RecordContext<'_>,
     ) -> Result<Vec<KafkaRecord>, SinkError> {
         let table = chunk.table;
-        let topic = self.topic_for(table)?;
+        let (topic, routed) = self.destination(table)?;
         let mut em = Emitter::new(
             *ctx,
             format!("snapshot:{}", chunk.chunk_id),
@@ -586,10 +595,11 @@ impl RecordBuilder {
             Some(r) => key_columns(&self.options.message_keys, table, r.columns(), chunk.key)?,
             None => Cow::Borrowed(chunk.key),
         };
-        let schemas = self.table_schemas(&topic, chunk.rows.first(), chunk.types, &key_cols);
+        let schemas =
+            self.table_schemas(&topic, chunk.rows.first(), chunk.types, &key_cols, routed);
         for (row_index, row) in chunk.rows.iter().enumerate() {
             let after = image(row, table, &self.options.encoding)?;
-            let key = key_object(row, &key_cols, table, &self.options.encoding)?;
+            let key = key_object(row, &key_cols, table, &self.options.encoding, routed)?;
             let snapshot = match (Some(row_index) == last_row, chunk.last_of_snapshot) {
                 _ if chunk.incremental => "incremental",
                 (true, true) => "last",

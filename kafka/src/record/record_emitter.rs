@@ -11,6 +11,7 @@ use super::kafka_record::{
     KafkaRecord, HEADER_EPOCH, HEADER_PIPELINE, HEADER_POSITION, HEADER_RECORD, HEADER_ROW,
 };
 use super::record_builder::RecordContext;
+use super::topic_router::PHYSICAL_TABLE_KEY_FIELD;
 use super::value_encoding::ValueEncoding;
 use crate::SinkError;
 
@@ -209,12 +210,15 @@ pub(super) fn image(
         .map(OrderedObject)
 }
 
-/// The key object of a row (`None` for a keyless table).
+/// The key object of a row (`None` for a keyless table). A `routed` row's key ends with
+/// [`PHYSICAL_TABLE_KEY_FIELD`]: its table, so the shards of a routed topic keep their keys
+/// apart.
 pub(super) fn key_object(
     row: &Row,
     key: &[usize],
     table: &TableId,
     encoding: &ValueEncoding,
+    routed: bool,
 ) -> Result<Option<OrderedObject>, SinkError> {
     if key.is_empty() {
         return Ok(None);
@@ -231,6 +235,12 @@ pub(super) fn key_object(
             .encode(v)
             .map_err(|f| value_error(f, table, name))?;
         pairs.push((name.clone(), j));
+    }
+    if routed {
+        pairs.push((
+            PHYSICAL_TABLE_KEY_FIELD.to_string(),
+            serde_json::Value::String(table.to_string()),
+        ));
     }
     Ok(Some(OrderedObject(pairs)))
 }

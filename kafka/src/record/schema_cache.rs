@@ -5,11 +5,18 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use capstan_core::change::{ColumnType, ColumnTypes};
+use capstan_core::change::{ColumnType, ColumnTypes, SqlType};
 use capstan_core::position::Flavor;
 
 use super::connect_schema::{envelope_schema, row_schema};
+use super::topic_router::PHYSICAL_TABLE_KEY_FIELD;
 use super::type_mapping::TypeMapping;
+
+/// The type of the physical-table key field of a routed table: a required string.
+const PHYSICAL_TABLE_TYPE: ColumnType = ColumnType {
+    sql: SqlType::Text,
+    nullable: false,
+};
 
 /// Table versions kept at most; past this the cache starts over (a pipeline with more live
 /// table versions than this rebuilds some schemas, and stays correct).
@@ -31,6 +38,7 @@ struct SchemaKey {
     columns: Arc<[String]>,
     types: ColumnTypes,
     key: Vec<usize>,
+    routed: bool,
 }
 
 /// Schemas by table version, shared by the clones of one record builder.
@@ -57,6 +65,8 @@ pub(crate) struct TableVersion<'a> {
     pub(crate) columns: &'a Arc<[String]>,
     pub(crate) types: &'a ColumnTypes,
     pub(crate) key: &'a [usize],
+    /// The key ends with the physical-table field (a routed table).
+    pub(crate) routed: bool,
     pub(crate) flavor: Flavor,
     pub(crate) mapping: &'a TypeMapping,
 }
@@ -70,7 +80,10 @@ pub(crate) fn build_schemas(v: &TableVersion<'_>) -> TableSchemas {
     let value_row = row_schema(&format!("{}.Value", v.topic), true, &row, v.mapping);
     let envelope = envelope_schema(v.topic, &value_row, v.flavor);
     let key = (!v.key.is_empty()).then(|| {
-        let cols: Vec<(&str, &ColumnType)> = v.key.iter().filter_map(|&i| named(i)).collect();
+        let mut cols: Vec<(&str, &ColumnType)> = v.key.iter().filter_map(|&i| named(i)).collect();
+        if v.routed {
+            cols.push((PHYSICAL_TABLE_KEY_FIELD, &PHYSICAL_TABLE_TYPE));
+        }
         let schema = row_schema(&format!("{}.Key", v.topic), false, &cols, v.mapping);
         serde_json::to_vec(&schema).unwrap_or_default()
     });
@@ -88,6 +101,7 @@ impl SchemaCache {
             columns: Arc::clone(v.columns),
             types: Arc::clone(v.types),
             key: v.key.to_vec(),
+            routed: v.routed,
         });
         let mut entries = self
             .entries

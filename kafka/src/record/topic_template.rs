@@ -6,6 +6,10 @@
 
 use std::fmt;
 
+use capstan_core::change::TableId;
+
+use super::topic_router::TopicRouter;
+
 /// Kafka's maximum topic name length.
 pub const MAX_TOPIC_LEN: usize = 249;
 
@@ -25,6 +29,8 @@ enum Part {
 pub struct TopicTemplate {
     prefix: String,
     parts: Vec<Part>,
+    /// Routing rules, which take precedence over the template.
+    router: TopicRouter,
 }
 
 /// True for characters Kafka allows in a topic name.
@@ -61,6 +67,16 @@ impl TopicTemplate {
     /// template text must use legal characters only; placeholders are `{prefix}`, `{db}`,
     /// `{table}`.
     pub fn parse(prefix: &str, template: &str) -> Result<Self, &'static str> {
+        let t = Self::parse_any(prefix, template)?;
+        if !t.has_table() {
+            return Err("topic template must contain {table}");
+        }
+        Ok(t)
+    }
+
+    /// [`Self::parse`] without requiring `{table}`: for a pipeline whose routing rules cover
+    /// every table it captures (the caller checks that).
+    pub fn parse_any(prefix: &str, template: &str) -> Result<Self, &'static str> {
         check_topic_name(prefix).map_err(|_| "topic prefix must be a legal topic name")?;
         let mut parts = Vec::new();
         let mut rest = template;
@@ -84,13 +100,40 @@ impl TopicTemplate {
                 rest = &rest[end..];
             }
         }
-        if !parts.contains(&Part::Table) {
-            return Err("topic template must contain {table}");
-        }
         Ok(TopicTemplate {
             prefix: prefix.to_string(),
             parts,
+            router: TopicRouter::default(),
         })
+    }
+
+    /// True if the template has a `{table}` placeholder.
+    pub fn has_table(&self) -> bool {
+        self.parts.contains(&Part::Table)
+    }
+
+    /// This template with routing rules, which take precedence over it.
+    pub fn with_router(mut self, router: TopicRouter) -> Self {
+        self.router = router;
+        self
+    }
+
+    /// The routing rules.
+    pub fn router(&self) -> &TopicRouter {
+        &self.router
+    }
+
+    /// The topic of `table` and whether a routing rule chose it: the rule's topic, else the
+    /// template's (refused when the template has no `{table}`: that table has no topic of
+    /// its own).
+    pub fn destination(&self, table: &TableId) -> Result<(String, bool), &'static str> {
+        if let Some(topic) = self.router.route(table)? {
+            return Ok((topic.to_string(), true));
+        }
+        if !self.has_table() {
+            return Err("table is not routed and the topic template has no {table}");
+        }
+        Ok((self.render(&table.schema, &table.table)?, false))
     }
 
     /// The prefix (also the `source.name` of every event and the transaction topic's prefix).
@@ -119,6 +162,7 @@ impl fmt::Debug for TopicTemplate {
         f.debug_struct("TopicTemplate")
             .field("prefix", &self.prefix)
             .field("parts", &self.parts)
+            .field("router", &self.router)
             .finish()
     }
 }
@@ -132,6 +176,40 @@ mod tests {
         let t = TopicTemplate::parse("cdc", DEFAULT_TOPIC_TEMPLATE).unwrap();
         assert_eq!(t.render("shop", "orders").unwrap(), "cdc.shop.orders");
         assert_eq!(t.render("my shop", "café$").unwrap(), "cdc.my_shop.caf__");
+    }
+
+    #[test]
+    fn routes_take_precedence_and_a_template_without_table_needs_them() {
+        use super::super::topic_router::TopicRoute;
+        use capstan_core::name_pattern::NamePattern;
+        let router = TopicRouter::new(vec![TopicRoute {
+            tables: vec![NamePattern::regex(r"shop\.orders_\d+").unwrap()],
+            topic: "cdc.shop.orders_all".into(),
+        }]);
+        let t = TopicTemplate::parse("cdc", DEFAULT_TOPIC_TEMPLATE)
+            .unwrap()
+            .with_router(router.clone());
+        let id = |s: &str, n: &str| TableId::new(s, n);
+        assert_eq!(
+            t.destination(&id("shop", "orders_3")).unwrap(),
+            ("cdc.shop.orders_all".to_string(), true)
+        );
+        assert_eq!(
+            t.destination(&id("shop", "items")).unwrap(),
+            ("cdc.shop.items".to_string(), false)
+        );
+        let merged = TopicTemplate::parse_any("cdc", "{prefix}.{db}")
+            .unwrap()
+            .with_router(router);
+        assert!(!merged.has_table());
+        assert_eq!(
+            merged.destination(&id("shop", "orders_1")).unwrap().0,
+            "cdc.shop.orders_all"
+        );
+        assert_eq!(
+            merged.destination(&id("shop", "items")),
+            Err("table is not routed and the topic template has no {table}")
+        );
     }
 
     #[test]

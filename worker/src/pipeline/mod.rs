@@ -1,6 +1,7 @@
 //! Pipelines on a worker: their definitions, the runner that streams one on its owner, and
 //! the supervisor that starts and stops runners as ownership and desired state change.
 
+mod columns_spec;
 mod data_plane;
 mod delivery_ledger;
 mod lost_position;
@@ -10,6 +11,7 @@ mod pipeline_spec;
 mod prepared_snapshot;
 mod record_encoder;
 mod retry_schedule;
+mod routes_spec;
 mod runner_deliver;
 mod runner_exit;
 mod runner_sink;
@@ -23,6 +25,7 @@ mod snapshot_revision;
 mod source_link_gauge;
 mod spec_secrets;
 mod table_run;
+mod tables_spec;
 mod weight_cache;
 
 pub use data_plane::DataPlane;

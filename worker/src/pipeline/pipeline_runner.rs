@@ -247,6 +247,7 @@ impl PipelineRunner {
             (self.spec.sink.delivery == DeliveryMode::AtLeastOnce).then_some(SLICE_BYTES);
         let assembler = AssemblerConfig {
             filter: self.spec.tables.clone(),
+            columns: self.spec.source.columns.clone(),
             xa: self.spec.xa,
             slice_bytes,
             ..AssemblerConfig::default()

@@ -12,6 +12,10 @@ use capstan_core::position::{Flavor, Position};
 use capstan_kafka::config::{CheckedSinkConfig, SinkConfig};
 use serde::{Deserialize, Serialize};
 
+pub use super::columns_spec::ColumnsSpec;
+pub use super::routes_spec::RouteSpec;
+pub use super::tables_spec::TablesSpec;
+
 /// A pipeline definition.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,11 +28,17 @@ pub struct PipelineSpec {
     /// Which tables to capture (default: all).
     #[serde(default)]
     pub tables: TablesSpec,
+    /// Columns excluded, masked or hashed in the source (default: none).
+    #[serde(default)]
+    pub columns: ColumnsSpec,
     /// The initial snapshot (default: `never`).
     #[serde(default)]
     pub snapshot: SnapshotSpec,
     /// Where change events go.
     pub kafka: SinkConfig,
+    /// Tables sent to one topic instead of their own (default: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<RouteSpec>,
     /// Where a pipeline without a checkpoint starts (default: `checkpoint`, which for a new
     /// pipeline means all history the server retains).
     #[serde(default)]
@@ -58,19 +68,6 @@ pub enum XaSpec {
 
 fn default_max_prepared() -> u32 {
     10_000
-}
-
-/// Which tables a pipeline captures: `{"include": ["db.t", ...]}`, or all tables with
-/// optional `{"exclude": [...]}`. Names are `schema.table`, compared exactly.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TablesSpec {
-    /// Capture only these tables.
-    #[serde(default)]
-    pub include: Option<Vec<String>>,
-    /// Capture every table but these (only without `include`).
-    #[serde(default)]
-    pub exclude: Vec<String>,
 }
 
 /// When the initial snapshot runs.
@@ -225,7 +222,7 @@ impl PipelineSpec {
     /// Checks every field without I/O.
     pub fn validate(&self) -> Result<CheckedPipelineSpec, PipelineSpecError> {
         check_name(&self.name)?;
-        let source = self.source.validate().map_err(|e| {
+        let mut source = self.source.validate().map_err(|e| {
             let field = match (&e, e.code()) {
                 (SourceError::ConfigInvalid { field, .. }, _) => format!("source.{field}"),
                 (_, "server_id_required") => "source.server_id".to_string(),
@@ -242,10 +239,26 @@ impl PipelineSpec {
             FlavorChoice::Mysql => Some(Flavor::Mysql),
             FlavorChoice::Detect => None,
         };
-        let sink = self
+        let mut sink = self
             .kafka
             .validate(flavor.unwrap_or(Flavor::Mysql))
             .map_err(|e| PipelineSpecError::new("kafka", format!("{e} ({})", e.code())))?;
+        let topics = &sink.record_options.topics;
+        if self.routes.is_empty() && !topics.has_table() {
+            return Err(PipelineSpecError::new(
+                "kafka.topic_template",
+                "must contain {table} (unless `routes` send every captured table to a topic)",
+            ));
+        }
+        let router = super::routes_spec::check_routes(
+            &self.routes,
+            topics.prefix(),
+            topics.has_table(),
+            &self.tables,
+            &tables,
+        )?;
+        sink.record_options.topics = sink.record_options.topics.clone().with_router(router);
+        source.columns = self.columns.check(&sink.record_options.message_keys)?;
         let start = match &self.start_position {
             StartPositionSpec::Checkpoint => StartAt::Checkpoint,
             StartPositionSpec::Current => StartAt::Current,
@@ -363,7 +376,7 @@ impl SnapshotSpec {
                 tables.sort();
                 Some(tables)
             }
-            (None, TableFilter::All | TableFilter::AllExcept(_)) => None,
+            (None, TableFilter::All | TableFilter::AllExcept(_) | TableFilter::Matching(_)) => None,
         };
         Ok(Some(CheckedSnapshot {
             mode: self.mode,
@@ -371,41 +384,6 @@ impl SnapshotSpec {
             chunk_size: self.chunk_size,
             max_rows_per_second: self.max_rows_per_second,
         }))
-    }
-}
-
-impl TablesSpec {
-    fn to_filter(&self) -> Result<TableFilter, PipelineSpecError> {
-        let parse =
-            |field: &str, names: &[String]| -> Result<HashSet<TableId>, PipelineSpecError> {
-                names
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| match n.split_once('.') {
-                        Some((s, t)) if !s.is_empty() && !t.is_empty() => Ok(TableId::new(s, t)),
-                        _ => Err(PipelineSpecError::new(
-                            format!("{field}[{i}]"),
-                            "must be `schema.table`",
-                        )),
-                    })
-                    .collect()
-            };
-        match (&self.include, self.exclude.is_empty()) {
-            (Some(_), false) => Err(PipelineSpecError::new(
-                "tables.exclude",
-                "cannot be combined with `include`",
-            )),
-            (Some(inc), true) if inc.is_empty() => Err(PipelineSpecError::new(
-                "tables.include",
-                "must name at least one table (omit it to capture all tables)",
-            )),
-            (Some(inc), true) => Ok(TableFilter::Only(parse("tables.include", inc)?)),
-            (None, true) => Ok(TableFilter::All),
-            (None, false) => Ok(TableFilter::AllExcept(parse(
-                "tables.exclude",
-                &self.exclude,
-            )?)),
-        }
     }
 }
 
@@ -684,6 +662,45 @@ mod tests {
         v["source"]["tls"]["mode"] = json!("hunter2-secret");
         let e = err(v);
         assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn capture_controls_are_checked_with_the_definition() {
+        // a template without {table} needs routes that cover the captured tables
+        let mut v = good();
+        v["kafka"]["topic_template"] = json!("{prefix}.{db}");
+        assert_eq!(err(v.clone()).field, "kafka.topic_template");
+        v["routes"] = json!([{"tables": ["shop.orders"], "topic": "{prefix}.merged"}]);
+        assert_eq!(err(v.clone()).field, "kafka.topic_template");
+        v["routes"] =
+            json!([{"tables": ["shop.orders", "shop.items"], "topic": "{prefix}.merged"}]);
+        let spec = PipelineSpec::from_json(v).unwrap().validate().unwrap();
+        let topics = &spec.sink.record_options.topics;
+        assert_eq!(
+            topics.destination(&TableId::new("shop", "items")),
+            Ok(("shop.merged".to_string(), true))
+        );
+        // columns: checked into the source config; a bad pattern names its index
+        let mut v = good();
+        v["columns"] = json!({"exclude": ["shop.orders.note"], "mask": [{"chars": 4, "columns": ["shop.orders.card"]}]});
+        let spec = PipelineSpec::from_json(v.clone())
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert_eq!(spec.source.columns.exclude.len(), 1);
+        assert_eq!(spec.source.columns.mask[0].chars, 4);
+        v["columns"]["exclude"] = json!(["a.b.c", "a.b.d", {"regex": "x("}]);
+        let e = err(v);
+        assert_eq!(
+            (e.field.as_str(), e.message.as_str()),
+            (
+                "columns.exclude[2]",
+                "invalid pattern (not a valid regular expression)"
+            )
+        );
+        let mut v = good();
+        v["tables"] = json!({"include": ["shop.a", "shop.b", {"regex": "shop\\.("}]});
+        assert_eq!(err(v).field, "tables.include[2]");
     }
 
     #[test]

@@ -54,6 +54,7 @@ pub fn ddl_is_captured(filter: &TableFilter, change: &SchemaChange) -> bool {
         None => match filter {
             TableFilter::All | TableFilter::AllExcept(_) => true,
             TableFilter::Only(tables) => tables.iter().any(|t| t.schema == schema),
+            TableFilter::Matching(patterns) => patterns.may_capture_in(schema),
         },
     }
 }
@@ -214,5 +215,27 @@ mod tests {
         let mut e = RecordEncoder::new(builder(), "p", 3, TableFilter::only([("db", "t")]));
         assert_eq!(e.encode(&ddl("db", "t"), 1).unwrap().records.len(), 1);
         assert!(e.encode(&ddl("db", "u"), 1).unwrap().records.is_empty());
+    }
+
+    #[test]
+    fn ddl_of_a_pattern_filter_is_captured_where_a_table_may_be() {
+        use capstan_connectors::mysql::TablePatterns;
+        use capstan_core::name_pattern::NamePattern;
+        let filter = TableFilter::Matching(std::sync::Arc::new(TablePatterns {
+            schemas_exclude: vec![NamePattern::exact("hr")],
+            tables_include: vec![NamePattern::regex(r"shop\.orders_\d+").unwrap()],
+            ..TablePatterns::default()
+        }));
+        let change = |schema: &str, table: Option<&str>| SchemaChange {
+            kind: capstan_core::change::SchemaChangeKind::AlterTable,
+            schema: Some(schema.into()),
+            table: table.map(str::to_string),
+            statement: None,
+        };
+        assert!(ddl_is_captured(&filter, &change("shop", Some("orders_3"))));
+        assert!(!ddl_is_captured(&filter, &change("shop", Some("orders"))));
+        // a database-level statement: wherever a pattern could capture a table
+        assert!(ddl_is_captured(&filter, &change("shop", None)));
+        assert!(!ddl_is_captured(&filter, &change("hr", None)));
     }
 }

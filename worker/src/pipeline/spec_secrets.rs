@@ -45,6 +45,9 @@ impl SecretLookup for HostSecrets {
 /// property whose value may be a credential.
 fn secret_fields(spec: &CheckedPipelineSpec) -> Vec<(String, &str)> {
     let mut fields = vec![("source.password".to_string(), spec.source.password.expose())];
+    if let Some(hash) = &spec.source.columns.hash {
+        fields.push(("columns.hash.salt".to_string(), hash.salt.expose()));
+    }
     for (key, value) in spec.sink.producer.iter() {
         if is_secret_property(key) {
             fields.push((format!("kafka.producer_overrides.{key}"), value));
@@ -85,6 +88,11 @@ pub(crate) fn resolve_secrets(
     for (field, secret) in resolved {
         match field.strip_prefix("kafka.producer_overrides.") {
             Some(key) => spec.sink.producer = spec.sink.producer.with(key, &secret),
+            None if field == "columns.hash.salt" => {
+                if let Some(hash) = spec.source.columns.hash.as_mut() {
+                    hash.salt = Password::new(secret);
+                }
+            }
             None => spec.source.password = Password::new(secret),
         }
     }
@@ -152,6 +160,24 @@ mod tests {
         assert_eq!(s.source.password.expose(), "db-secret");
         assert_eq!(s.sink.producer.get("sasl.password"), Some("sasl-secret"));
         assert_eq!(s.sink.producer.get("sasl.username"), Some("svc"));
+    }
+
+    #[test]
+    fn the_hash_salt_is_a_secret_field() {
+        let mut v = spec(json!({}), json!({}));
+        v["columns"] = json!({"hash": {"salt": "${env:SALT}", "columns": ["a.b.c"]}});
+        let s = checked(v.clone()).unwrap();
+        let e = resolve_secrets(s, &lookup()).unwrap_err();
+        assert_eq!(e.field, "columns.hash.salt");
+        let s = resolve_secrets(
+            checked(v.clone()).unwrap(),
+            &Maps(HashMap::from([("SALT", "pepper")])),
+        )
+        .unwrap();
+        let hash = s.source.columns.hash.as_ref().unwrap();
+        assert_eq!(hash.salt.expose(), "pepper");
+        v["columns"]["hash"]["salt"] = json!("${vault:x}");
+        assert_eq!(checked(v).unwrap_err().field, "columns.hash.salt");
     }
 
     #[test]

@@ -76,6 +76,17 @@ fn refuse_redacted(definition: &Value) -> Result<(), VerifyError> {
             hint: "pass --source-password-file, or define it as a ${env:…} or ${file:…} reference",
         });
     }
+    if definition
+        .pointer("/columns/hash/salt")
+        .and_then(Value::as_str)
+        == Some(REDACTED)
+    {
+        return Err(VerifyError::SecretRedacted {
+            field: "columns.hash.salt".into(),
+            hint: "define it as a ${env:…} or ${file:…} reference, or verify with \
+                   --definition and the definition's file",
+        });
+    }
     let overrides = definition
         .pointer("/kafka/producer_overrides")
         .and_then(Value::as_object);

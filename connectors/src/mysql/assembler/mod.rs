@@ -61,9 +61,13 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use capstan_core::change::{Change, Op, Row, SchemaChange, Transaction, TransactionGtid, Value};
+use capstan_core::change::{
+    Change, Op, Row, SchemaChange, TableId, Transaction, TransactionGtid, Value,
+};
 use capstan_core::position::Position;
 
+use super::column_controls::ColumnControls;
+use super::column_plan::ColumnPlan;
 use super::decode::{decode_full_rows, DecodeOptions};
 use super::event::{Event, MariadbGtidEvent, RowsEvent, RowsKind};
 use super::halt::Halt;
@@ -103,6 +107,9 @@ impl XaMode {
 pub struct AssemblerConfig {
     /// Which tables to capture; applied before row decode.
     pub filter: TableFilter,
+    /// What happens to columns of captured tables (excluded, masked, hashed) before a change
+    /// is handed out.
+    pub columns: ColumnControls,
     /// Two-phase XA handling.
     pub xa: XaMode,
     /// Keep DDL statement text in [`SchemaChange::statement`] (default: redacted).
@@ -122,6 +129,7 @@ impl Default for AssemblerConfig {
     fn default() -> Self {
         AssemblerConfig {
             filter: TableFilter::All,
+            columns: ColumnControls::default(),
             xa: XaMode::Refuse,
             keep_ddl_statement: false,
             require_full_metadata: true,
@@ -168,7 +176,7 @@ pub enum AssemblerOutput {
 
 #[derive(Debug)]
 enum Mapped {
-    Captured(Arc<TableSchema>),
+    Captured(Arc<TableSchema>, Option<Arc<ColumnPlan>>),
     Filtered,
 }
 
@@ -220,7 +228,15 @@ pub struct TransactionAssembler {
     /// What the source had already handed out when this stream started (see
     /// [`TransactionAssembler::set_replayed`]).
     replayed: Option<Position>,
+    /// Column plans by table: the column names and key they were built for, and the plan.
+    plans: HashMap<TableId, PlanEntry>,
 }
+
+/// A cached column plan: the column names and key it was built for, and the plan.
+type PlanEntry = (Arc<[String]>, Arc<[usize]>, Option<Arc<ColumnPlan>>);
+
+/// Column plans cached at most (a plan per captured table; cleared when full).
+const MAX_CACHED_PLANS: usize = 4096;
 
 fn shape(reason: &'static str) -> Halt {
     Halt::UnsupportedTransactionShape { reason }
@@ -238,6 +254,7 @@ impl TransactionAssembler {
             pooled: Vec::new(),
             decoded_ahead: 0,
             replayed: None,
+            plans: HashMap::new(),
         }
     }
 
@@ -589,9 +606,9 @@ impl TransactionAssembler {
     }
 
     fn table_map(&mut self, schema: Arc<TableSchema>) -> Result<(), Halt> {
-        let State::Open(open) = &mut self.state else {
+        if !matches!(self.state, State::Open(_)) {
             return Err(Halt::RowsWithoutTransaction);
-        };
+        }
         let table_id = schema.table_id;
         let mapped = if self.config.filter.admits(&schema.table) {
             if self.config.require_full_metadata {
@@ -606,12 +623,54 @@ impl TransactionAssembler {
                     });
                 }
             }
-            Mapped::Captured(schema)
+            let plan = self.plan(&schema)?;
+            Mapped::Captured(schema, plan)
         } else {
             Mapped::Filtered
         };
+        let State::Open(open) = &mut self.state else {
+            return Err(Halt::RowsWithoutTransaction);
+        };
         open.tables.insert(table_id, mapped);
         Ok(())
+    }
+
+    /// The column plan of a captured table version, from the cache while its column names
+    /// and key are unchanged (planning matches every column against the controls).
+    fn plan(&mut self, schema: &TableSchema) -> Result<Option<Arc<ColumnPlan>>, Halt> {
+        if self.config.columns.is_empty() {
+            return Ok(None);
+        }
+        if let Some((names, key, plan)) = self.plans.get(&*schema.table) {
+            if **names == *schema.column_names && **key == *schema.key {
+                return Ok(plan.clone());
+            }
+        }
+        let plan = self
+            .config
+            .columns
+            .plan(
+                &schema.table,
+                &schema.column_names,
+                Some(&schema.types),
+                &schema.key,
+            )
+            .map_err(|e| Halt::ColumnControlOnKey {
+                table: e.table,
+                column: e.column,
+            })?;
+        if self.plans.len() >= MAX_CACHED_PLANS {
+            self.plans.clear();
+        }
+        self.plans.insert(
+            (*schema.table).clone(),
+            (
+                Arc::clone(&schema.column_names),
+                Arc::clone(&schema.key),
+                plan.clone(),
+            ),
+        );
+        Ok(plan)
     }
 
     fn rows(&mut self, rows: &mut RowsEvent, out: &mut Vec<AssemblerOutput>) -> Result<(), Halt> {
@@ -619,7 +678,7 @@ impl TransactionAssembler {
         let State::Open(open) = &mut self.state else {
             return Err(Halt::RowsWithoutTransaction);
         };
-        let schema = match open.tables.get(&rows.table_id) {
+        let (schema, plan) = match open.tables.get(&rows.table_id) {
             None => {
                 return Err(Halt::UnmappedTableId {
                     table_id: rows.table_id,
@@ -629,7 +688,7 @@ impl TransactionAssembler {
                 open.filtered = true;
                 return Ok(());
             }
-            Some(Mapped::Captured(s)) => Arc::clone(s),
+            Some(Mapped::Captured(s, plan)) => (Arc::clone(s), plan.clone()),
         };
         // over the budget: what is held goes out as a slice before this event's rows (an XA
         // transaction is never sliced: it may be pooled, or resolve to nothing)
@@ -663,6 +722,11 @@ impl TransactionAssembler {
                 after: full_row(&schema, after)?,
                 key: Arc::clone(&schema.key),
                 types: Some(Arc::clone(&schema.types)),
+            };
+            // column controls apply here, so an excluded or masked value never leaves
+            let change = match &plan {
+                Some(plan) => plan.apply_change(change),
+                None => change,
             };
             *bytes += change.approximate_bytes();
             changes.push(change);

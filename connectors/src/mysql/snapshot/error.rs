@@ -145,6 +145,14 @@ pub enum SnapshotError {
     /// A new query connection reached another server than the stream reads.
     #[error("snapshot query connection reached another server than the stream")]
     SourceMismatch,
+    /// A column control (exclude, mask, hash) names a key column of the table.
+    #[error("column {column} of {table} is a key column and cannot be excluded, masked or hashed")]
+    ColumnControlOnKey {
+        /// The table.
+        table: TableId,
+        /// The column.
+        column: String,
+    },
     /// A column value of a chunk row could not be converted.
     #[error("snapshot value decode failed: {table} column {column}: {reason}")]
     ValueDecodeFailed {
@@ -173,6 +181,7 @@ impl SnapshotError {
             }
             SnapshotError::WeightFailed { .. } => "snapshot_pk_weight_failed",
             SnapshotError::KeyValueInvalid { .. } => "snapshot_key_value_invalid",
+            SnapshotError::ColumnControlOnKey { .. } => "column_control_on_key",
             SnapshotError::InvalidIdentifier { .. } => "snapshot_identifier_invalid",
             SnapshotError::CursorShapeMismatch { .. } => "snapshot_cursor_shape_mismatch",
             SnapshotError::CaptureUnsupported { .. } => "snapshot_capture_unsupported",

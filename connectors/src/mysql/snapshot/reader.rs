@@ -22,6 +22,8 @@ use super::key::KeyKind;
 use super::table::{describe_from, ColumnRow, IndexRow, SnapshotTable, TableLayout};
 use super::weighing::Weighing;
 use super::{executed_position_sql, server_identity_sql};
+use crate::mysql::column_controls::ColumnControls;
+use crate::mysql::column_plan::ColumnPlan;
 use crate::mysql::connect::detect_flavor;
 use crate::mysql::query_conn::QueryConn;
 use crate::mysql::replica_conn::ServerOrIo;
@@ -41,6 +43,8 @@ pub struct SnapshotReader {
     layouts: HashMap<TableId, Arc<TableLayout>>,
     /// How each character key kind seen so far is weighed (asked once per kind).
     weighings: HashMap<KeyKind, Weighing>,
+    /// The source's column controls, applied to every chunk row.
+    columns: ColumnControls,
 }
 
 fn connect_err(e: &ServerOrIo) -> SnapshotError {
@@ -136,6 +140,7 @@ impl SnapshotReader {
             capture,
             layouts: HashMap::new(),
             weighings: HashMap::new(),
+            columns: config.columns.clone(),
         })
     }
 
@@ -234,12 +239,42 @@ impl SnapshotReader {
         Ok(tables)
     }
 
-    /// The table's columns, key, row estimate and fingerprint.
+    /// The table's columns, key, row estimate and fingerprint, as its chunk rows show them:
+    /// after the column controls (excluded columns absent, masked and hashed ones text, key
+    /// positions in the rows that remain).
     pub async fn describe(&mut self, table: &TableId) -> Result<SnapshotTable, SnapshotError> {
         let layout = self.describe_layout(table).await?;
-        let out = layout.table.clone();
+        let (out, _) = self.view(&layout.table)?;
         self.layouts.insert(table.clone(), Arc::new(layout));
         Ok(out)
+    }
+
+    /// `raw` (the table as stored) as the column controls show it, and their plan (`None`
+    /// when they touch no column of it). Refuses a control on a key column.
+    fn view(
+        &self,
+        raw: &SnapshotTable,
+    ) -> Result<(SnapshotTable, Option<Arc<ColumnPlan>>), SnapshotError> {
+        let key: Vec<usize> = raw.key.columns.iter().map(|c| c.position).collect();
+        let plan = self
+            .columns
+            .plan(&raw.id, &raw.columns, Some(&raw.types), &key)
+            .map_err(|e| SnapshotError::ColumnControlOnKey {
+                table: raw.id.clone(),
+                column: e.column,
+            })?;
+        let Some(plan) = plan else {
+            return Ok((raw.clone(), None));
+        };
+        let mut view = raw.clone();
+        view.columns = Arc::clone(plan.columns());
+        if let Some(types) = plan.types() {
+            view.types = Arc::clone(types);
+        }
+        for (col, position) in view.key.columns.iter_mut().zip(plan.key().iter()) {
+            col.position = *position;
+        }
+        Ok((view, Some(plan)))
     }
 
     async fn describe_layout(&mut self, table: &TableId) -> Result<TableLayout, SnapshotError> {
@@ -345,13 +380,15 @@ impl SnapshotReader {
     /// fresh one; a fingerprint other than `table`'s is schema drift.
     async fn layout(&mut self, table: &SnapshotTable) -> Result<Arc<TableLayout>, SnapshotError> {
         if let Some(l) = self.layouts.get(&table.id) {
-            if l.table.fingerprint == table.fingerprint && l.table.key == table.key {
+            if l.table.fingerprint == table.fingerprint && self.view(&l.table)?.0.key == table.key {
                 return Ok(Arc::clone(l));
             }
         }
         let fresh = Arc::new(self.describe_layout(&table.id).await?);
         self.layouts.insert(table.id.clone(), Arc::clone(&fresh));
-        if fresh.table.fingerprint != table.fingerprint || fresh.table.key != table.key {
+        if fresh.table.fingerprint != table.fingerprint
+            || self.view(&fresh.table)?.0.key != table.key
+        {
             return Err(SnapshotError::SchemaDrifted {
                 table: table.id.clone(),
                 reason: "fingerprint",

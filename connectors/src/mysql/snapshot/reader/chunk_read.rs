@@ -93,6 +93,10 @@ impl SnapshotReader {
         };
         let last = rows.len() < usize::try_from(limit).unwrap_or(usize::MAX);
         rows.truncate(usize::try_from(chunk_size.max(1)).unwrap_or(usize::MAX));
+        // column controls apply here, so an excluded or masked value never leaves
+        if let (_, Some(plan)) = self.view(&layout.table)? {
+            rows = rows.into_iter().map(|r| plan.apply_row(r)).collect();
+        }
         Ok(Chunk {
             position,
             rows,

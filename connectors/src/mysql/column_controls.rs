@@ -1,0 +1,210 @@
+//! [`ColumnControls`]: what a pipeline does to columns before a row leaves the source —
+//! exclude (the column is absent), mask (`column.mask.with.N.chars`: N `*`), hash
+//! (`column.mask.hash.SHA-256.with.salt.<salt>`: lowercase hex of SHA-256 over the salt and
+//! the value). Columns are named `schema.table.column`, exactly or by an anchored pattern.
+//!
+//! Applied to binlog rows in the assembler and to snapshot chunk rows in the snapshot reader,
+//! through a per-table [`ColumnPlan`] built once per table version. A key column (the primary
+//! key, or the unique key a keyless table is read by) is never transformed: a plan that would
+//! exclude, mask or hash one is refused (`column_control_on_key`), because the record key,
+//! the snapshot cursor and compaction need its real, unique value.
+
+use std::sync::Arc;
+
+use capstan_core::change::{ColumnType, TableId};
+use capstan_core::name_pattern::{any_matches, NamePattern};
+
+use super::column_plan::{Action, ColumnPlan};
+use super::source_config::Password;
+
+/// Columns masked with `chars` asterisks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MaskRule {
+    /// How many `*` replace the value (1 to 255).
+    pub chars: u8,
+    /// `schema.table.column` names or patterns.
+    pub columns: Vec<NamePattern>,
+}
+
+/// Columns replaced by a salted SHA-256.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HashRule {
+    /// The salt (a secret, or a reference the owner resolves; `Debug` hides it).
+    pub salt: Password,
+    /// `schema.table.column` names or patterns.
+    pub columns: Vec<NamePattern>,
+}
+
+/// The column controls of a pipeline. When one column matches several controls, exclusion
+/// wins over hashing, hashing over masking, and the first mask rule over later ones.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ColumnControls {
+    /// Columns left out of every row image and schema.
+    pub exclude: Vec<NamePattern>,
+    /// Mask rules.
+    pub mask: Vec<MaskRule>,
+    /// The hash rule.
+    pub hash: Option<HashRule>,
+}
+
+/// A key column a control would change. Names the table and column (structure, no value).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("column {column} of {table} is a key column and cannot be excluded, masked or hashed")]
+pub struct ColumnControlOnKey {
+    /// `schema.table`.
+    pub table: String,
+    /// The column.
+    pub column: String,
+}
+
+impl ColumnControlOnKey {
+    /// `column_control_on_key`.
+    pub fn code(&self) -> &'static str {
+        "column_control_on_key"
+    }
+}
+
+impl ColumnControls {
+    /// True when there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.exclude.is_empty()
+            && self.mask.iter().all(|m| m.columns.is_empty())
+            && self.hash.as_ref().is_none_or(|h| h.columns.is_empty())
+    }
+
+    /// The action for column `column` of `table`.
+    pub fn action(&self, table: &TableId, column: &str) -> Action {
+        if self.is_empty() {
+            return Action::Keep;
+        }
+        let name = format!("{}.{}.{}", table.schema, table.table, column);
+        if any_matches(&self.exclude, &name) {
+            return Action::Exclude;
+        }
+        if self
+            .hash
+            .as_ref()
+            .is_some_and(|h| any_matches(&h.columns, &name))
+        {
+            return Action::Hash;
+        }
+        match self.mask.iter().find(|m| any_matches(&m.columns, &name)) {
+            Some(m) => Action::Mask(m.chars),
+            None => Action::Keep,
+        }
+    }
+
+    /// The plan for one version of `table` (its column names in table order, their types
+    /// when known, and its key column indexes); `Ok(None)` when no column is touched.
+    pub fn plan(
+        &self,
+        table: &TableId,
+        columns: &Arc<[String]>,
+        types: Option<&Arc<[ColumnType]>>,
+        key: &[usize],
+    ) -> Result<Option<Arc<ColumnPlan>>, ColumnControlOnKey> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        let actions: Vec<Action> = columns.iter().map(|c| self.action(table, c)).collect();
+        if actions.iter().all(|a| *a == Action::Keep) {
+            return Ok(None);
+        }
+        if let Some(&k) = key
+            .iter()
+            .find(|&&k| actions.get(k).is_some_and(|a| *a != Action::Keep))
+        {
+            return Err(ColumnControlOnKey {
+                table: table.to_string(),
+                column: columns.get(k).cloned().unwrap_or_default(),
+            });
+        }
+        let salt = self
+            .hash
+            .as_ref()
+            .map(|h| h.salt.expose().as_bytes().to_vec())
+            .unwrap_or_default();
+        Ok(Some(Arc::new(ColumnPlan::new(
+            actions, columns, types, key, salt,
+        ))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capstan_core::change::SqlType;
+
+    fn re(s: &str) -> NamePattern {
+        NamePattern::regex(s).unwrap()
+    }
+
+    fn controls() -> ColumnControls {
+        ColumnControls {
+            exclude: vec![NamePattern::exact("shop.customers.ssn")],
+            mask: vec![
+                MaskRule {
+                    chars: 4,
+                    columns: vec![re(r"shop\.customers\.(card|ssn)")],
+                },
+                MaskRule {
+                    chars: 8,
+                    columns: vec![re(r".*\.card")],
+                },
+            ],
+            hash: Some(HashRule {
+                salt: Password::new("pepper"),
+                columns: vec![re(r"shop\.[a-z]+\.email")],
+            }),
+        }
+    }
+
+    #[test]
+    fn actions_follow_the_precedence() {
+        let c = controls();
+        let t = TableId::new("shop", "customers");
+        assert_eq!(c.action(&t, "ssn"), Action::Exclude);
+        assert_eq!(c.action(&t, "card"), Action::Mask(4));
+        assert_eq!(c.action(&t, "email"), Action::Hash);
+        assert_eq!(c.action(&t, "name"), Action::Keep);
+        let other = TableId::new("crm", "leads");
+        assert_eq!(c.action(&other, "card"), Action::Mask(8));
+        assert_eq!(c.action(&other, "email"), Action::Keep);
+        assert_eq!(c.action(&other, "ssn"), Action::Keep);
+    }
+
+    #[test]
+    fn an_untouched_table_has_no_plan_and_a_key_column_is_refused() {
+        let c = controls();
+        let cols: Arc<[String]> = vec!["id".to_string(), "name".to_string()].into();
+        assert!(c
+            .plan(&TableId::new("shop", "customers"), &cols, None, &[0])
+            .unwrap()
+            .is_none());
+        let cols: Arc<[String]> = vec!["email".to_string(), "name".to_string()].into();
+        let types: Arc<[ColumnType]> = vec![
+            ColumnType {
+                sql: SqlType::Text,
+                nullable: false,
+            };
+            2
+        ]
+        .into();
+        let e = c
+            .plan(
+                &TableId::new("shop", "customers"),
+                &cols,
+                Some(&types),
+                &[0],
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), "column_control_on_key");
+        assert_eq!(
+            e.to_string(),
+            "column email of shop.customers is a key column and cannot be excluded, masked or \
+             hashed"
+        );
+        assert!(ColumnControls::default().is_empty());
+        assert!(!format!("{c:?}").contains("pepper"));
+    }
+}
