@@ -101,6 +101,38 @@ pub enum SinkError {
         /// The column name.
         column: String,
     },
+    /// `format: avro`: a table version has no Avro schema, or a value does not fit it (a
+    /// column name two columns share after Avro's name adjustment, for instance).
+    #[error("avro encoding of {table} failed: {reason}")]
+    AvroEncodingFailed {
+        /// `schema.table`.
+        table: String,
+        /// What failed (value-free).
+        reason: &'static str,
+    },
+    /// `format: avro`: the Schema Registry cannot be reached or answered with a server error;
+    /// retried.
+    #[error("schema registry unavailable: {reason}")]
+    SchemaRegistryUnavailable {
+        /// What failed (an HTTP status or a connection failure; never a credential).
+        reason: String,
+    },
+    /// `format: avro`: the Schema Registry refused the schema of a subject as incompatible
+    /// with the subject's earlier schemas under its compatibility level (HTTP 409).
+    #[error("schema registry refused the schema of subject {subject} as incompatible")]
+    SchemaIncompatible {
+        /// The subject (`<topic>-key` or `<topic>-value`).
+        subject: String,
+    },
+    /// `format: avro`: the Schema Registry refused a registration for another reason (an
+    /// invalid schema, missing authorization).
+    #[error("schema registry refused subject {subject}: {reason}")]
+    SchemaRegistryRefused {
+        /// The subject.
+        subject: String,
+        /// The HTTP status or the registry's error code.
+        reason: String,
+    },
     /// The topic a table maps to is not a legal Kafka topic name.
     #[error("topic for {table} is invalid: {reason}")]
     InvalidTopic {
@@ -205,6 +237,10 @@ impl SinkError {
             SinkError::MalformedChange { .. } => "malformed_change",
             SinkError::MessageKeyColumnMissing { .. } => "message_key_column_missing",
             SinkError::InvalidTopic { .. } => "invalid_topic",
+            SinkError::AvroEncodingFailed { .. } => "avro_encoding_failed",
+            SinkError::SchemaRegistryUnavailable { .. } => "schema_registry_unavailable",
+            SinkError::SchemaIncompatible { .. } => "schema_incompatible",
+            SinkError::SchemaRegistryRefused { .. } => "schema_registry_refused",
             SinkError::DeliveryFailed { .. } => "kafka_delivery_failed",
             SinkError::RecordTooLarge { .. } => "kafka_record_too_large",
             SinkError::ProducerFenced => "kafka_producer_fenced",
@@ -226,7 +262,9 @@ impl SinkError {
             | SinkError::ForbiddenOverride { .. }
             | SinkError::InvalidOverride { .. } => Consequence::Refuse,
             SinkError::ProducerFenced | SinkError::OwnershipLost => Consequence::Fenced,
-            SinkError::Timeout { .. } | SinkError::Client { .. } => Consequence::Retry,
+            SinkError::Timeout { .. }
+            | SinkError::Client { .. }
+            | SinkError::SchemaRegistryUnavailable { .. } => Consequence::Retry,
             SinkError::DeliveryFailed { kafka_code, fatal } => {
                 if *fatal || PERMANENT_DELIVERY_CODES.contains(&kafka_code.as_str()) {
                     Consequence::Halt
@@ -248,6 +286,9 @@ impl SinkError {
             | SinkError::MalformedChange { .. }
             | SinkError::MessageKeyColumnMissing { .. }
             | SinkError::InvalidTopic { .. }
+            | SinkError::AvroEncodingFailed { .. }
+            | SinkError::SchemaIncompatible { .. }
+            | SinkError::SchemaRegistryRefused { .. }
             | SinkError::RecordTooLarge { .. }
             | SinkError::OffsetsRecordInvalid { .. }
             | SinkError::CheckpointsDiverged { .. }

@@ -10,6 +10,8 @@
 //!   of Kafka's transactional contract.
 //! - [`dev_cluster`]: librdkafka's mock cluster hosted in-process, for tests and
 //!   `capstan dev kafka`.
+//! - [`registry`]: `format: avro`'s Schema Registry runtime (schema ids, the wire format's
+//!   framing).
 //! - [`config`]: the pipeline's sink settings, validated without I/O.
 //!
 //! The wire format is documented in `docs/event-format.md`; the crate split and the
@@ -22,6 +24,7 @@ mod error;
 pub mod exactly_once;
 pub mod publisher;
 pub mod record;
+pub mod registry;
 pub mod topic_reader;
 
 pub use error::{Consequence, SinkError};

@@ -5,6 +5,12 @@
 //! `deploy/dev/debezium-peer.sh converters` — turn its topic back into rows that must equal the
 //! rows the source holds, each value in the form Debezium's logical type gives it (days, µs
 //! since the epoch, BigDecimal, little-endian bits, …), computed here from the source by SQL.
+//!
+//! The same table in `kafka.format: avro`: Confluent's own Python client
+//! (`confluent-kafka`'s Consumer and AvroDeserializer, run by `deploy/dev/avro-consumer.sh`)
+//! reads the topic from Kafka and decodes every key and value with the writer schemas it
+//! fetches from the dev services' Schema Registry by the ids in the records; the rows it
+//! applies must be the rows the source holds.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -26,6 +32,16 @@ async fn mysql_debeziums_converter_and_unwrap_read_the_table_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mariadb_debeziums_converter_and_unwrap_read_the_table_back() {
     converters("mariadb").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_confluents_avro_deserializer_reads_the_table_back() {
+    avro("mysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_confluents_avro_deserializer_reads_the_table_back() {
+    avro("mariadb").await;
 }
 
 /// The harness's prerequisites: python3 and a java; `None` (skip, or fail under CI) without.
@@ -123,13 +139,38 @@ async fn source_canonical(conn: &mut mysql_async::Conn, table: &str) -> BTreeMap
     out
 }
 
-async fn converters(flavor: &'static str) {
-    let Some(db) = flavor_db(flavor) else { return };
-    if harness_ready().is_none() {
-        return;
+/// The streamed part of both tests: inserts, updates (one with NULLs), a delete, a key
+/// change, then the sentinel row 999.
+fn streamed_changes(t: &str) -> String {
+    format!(
+        "INSERT INTO {t} VALUES {}, {}; \
+         UPDATE {t} SET price = -0.05, name = NULL, dt = '1969-07-20 20:17:40.5', bits = b'1' WHERE id = 2; \
+         UPDATE {t} SET small = NULL, big = NULL, ts = NULL WHERE id = 7; \
+         DELETE FROM {t} WHERE id = 3; \
+         UPDATE {t} SET id = 30 WHERE id = 4; \
+         INSERT INTO {t} (id, tiny) VALUES (999, 9)",
+        row_values(7, 17),
+        row_values(8, 58)
+    )
+}
+
+/// The rows a harness printed (`{"rows": {key: row}}`) by id, JSON text parsed.
+fn rows_by_id(result: &Value) -> BTreeMap<i64, Value> {
+    let mut got: BTreeMap<i64, Value> = BTreeMap::new();
+    for (key, row) in result["rows"].as_object().unwrap() {
+        let key: Value = serde_json::from_str(key).unwrap();
+        let mut row = row.clone();
+        if let Some(j) = row["j"].as_str() {
+            row["j"] = serde_json::from_str(j).unwrap();
+        }
+        got.insert(key["id"].as_i64().unwrap(), row);
     }
-    let mut admin = db.admin_conn().await;
-    let schema = create_schema(&mut admin, "dbzc").await;
+    got
+}
+
+/// Creates the table with its snapshot rows in a new database; returns (database, table).
+async fn source_table(admin: &mut mysql_async::Conn, prefix: &str) -> (String, String) {
+    let schema = create_schema(admin, prefix).await;
     let t = qt(&schema, "types");
     let snapshot_rows: Vec<String> = (1..=5).map(|n| row_values(n, n)).collect();
     admin
@@ -140,6 +181,122 @@ async fn converters(flavor: &'static str) {
         ))
         .await
         .unwrap();
+    (schema, t)
+}
+
+async fn avro(flavor: &'static str) {
+    let Some(db) = flavor_db(flavor) else { return };
+    let registry = std::env::var("CAPSTAN_TEST_REGISTRY_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or_else(|| {
+            capstan_tests::skip_or_fail(
+                "CAPSTAN_TEST_REGISTRY_URL is not set; run `deploy/dev/services.sh up`",
+            )
+        });
+    let Some(registry) = registry else { return };
+    if Command::new("python3").arg("-V").output().is_err() {
+        capstan_tests::skip_or_fail::<()>("python3 is not installed");
+        return;
+    }
+    let mut admin = db.admin_conn().await;
+    let (schema, t) = source_table(&mut admin, "dbza").await;
+    let Some(world) = World::start(db.clone(), flavor).await else {
+        return;
+    };
+    // a prefix of its own: the registry keeps the subjects of earlier runs
+    let prefix = format!("av{}", std::process::id());
+    let tp = topic(&prefix, &schema, "types");
+    world.one_partition(std::slice::from_ref(&tp));
+    let name = format!("{schema}.types");
+    let mut def = world.definition(
+        "dbza",
+        std::slice::from_ref(&name),
+        json!({"mode": "initial", "chunk_size": 2}),
+        "at_least_once",
+        &prefix,
+    );
+    def["kafka"]["format"] = json!("avro");
+    def["kafka"]["schema_registry"] = json!({"url": registry});
+    world.create_and_resume(def).await;
+    world
+        .wait_status("dbza", Duration::from_secs(120), "streaming", |s| {
+            s["state"] == "streaming" || s["state"] == "failed"
+        })
+        .await;
+    admin.query_drop(streamed_changes(&t)).await.unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/dev/avro-consumer.sh"
+    );
+    let bootstrap = world.kafka.bootstrap_servers().to_string();
+    let out = tokio::task::spawn_blocking({
+        let (tp, registry) = (tp.clone(), registry.clone());
+        move || {
+            Command::new(script)
+                .args([&bootstrap, &tp, &registry, "999", "90"])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{flavor}: the avro consumer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert!(result["tombstones"].as_u64() >= Some(2), "{result}");
+    // the Avro types and Debezium's logical names the registry holds for the row
+    let fields = &result["fields"];
+    for (field, kind, logical) in [
+        ("id", "int", Value::Null),
+        ("tiny", "int", Value::Null),
+        ("small", "int", Value::Null),
+        ("big", "long", Value::Null),
+        (
+            "price",
+            "decimal",
+            json!("org.apache.kafka.connect.data.Decimal"),
+        ),
+        ("d", "int", json!("io.debezium.time.Date")),
+        ("t", "long", json!("io.debezium.time.MicroTime")),
+        ("dt", "long", json!("io.debezium.time.MicroTimestamp")),
+        ("dt0", "long", json!("io.debezium.time.Timestamp")),
+        ("ts", "string", json!("io.debezium.time.ZonedTimestamp")),
+        ("yr", "int", json!("io.debezium.time.Year")),
+        ("bits", "bytes", json!("io.debezium.data.Bits")),
+        ("flag", "boolean", Value::Null),
+        ("e", "string", json!("io.debezium.data.Enum")),
+        ("s", "string", json!("io.debezium.data.EnumSet")),
+    ] {
+        assert_eq!(fields[field], json!([kind, logical]), "{flavor}: {field}");
+    }
+    let got = rows_by_id(&result);
+    let want = source_canonical(&mut admin, &t).await;
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        vec![&1, &2, &5, &6, &7, &8, &30, &999],
+        "{flavor}: keys"
+    );
+    for (id, row) in &want {
+        assert_eq!(got.get(id), Some(row), "{flavor}: row {id}");
+    }
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+}
+
+async fn converters(flavor: &'static str) {
+    let Some(db) = flavor_db(flavor) else { return };
+    if harness_ready().is_none() {
+        return;
+    }
+    let mut admin = db.admin_conn().await;
+    let (schema, t) = source_table(&mut admin, "dbzc").await;
     let Some(world) = World::start(db.clone(), flavor).await else {
         return;
     };
@@ -161,19 +318,7 @@ async fn converters(flavor: &'static str) {
         })
         .await;
     // streamed: inserts, updates (one with NULLs), a delete, a key change, then the sentinel
-    admin
-        .query_drop(format!(
-            "INSERT INTO {t} VALUES {}, {}; \
-             UPDATE {t} SET price = -0.05, name = NULL, dt = '1969-07-20 20:17:40.5', bits = b'1' WHERE id = 2; \
-             UPDATE {t} SET small = NULL, big = NULL, ts = NULL WHERE id = 7; \
-             DELETE FROM {t} WHERE id = 3; \
-             UPDATE {t} SET id = 30 WHERE id = 4; \
-             INSERT INTO {t} (id, tiny) VALUES (999, 9)",
-            row_values(7, 17),
-            row_values(8, 58)
-        ))
-        .await
-        .unwrap();
+    admin.query_drop(streamed_changes(&t)).await.unwrap();
     let records = world
         .read_until(&tp, Duration::from_secs(60), |rs| {
             rs.iter().any(|r| {
@@ -244,15 +389,7 @@ async fn converters(flavor: &'static str) {
         assert_eq!(fields[field], json!([kind, logical]), "{flavor}: {field}");
     }
     // the rows Debezium's code reads back are the rows the source holds
-    let mut got: BTreeMap<i64, Value> = BTreeMap::new();
-    for (key, row) in result["rows"].as_object().unwrap() {
-        let key: Value = serde_json::from_str(key).unwrap();
-        let mut row = row.clone();
-        if let Some(j) = row["j"].as_str() {
-            row["j"] = serde_json::from_str(j).unwrap();
-        }
-        got.insert(key["id"].as_i64().unwrap(), row);
-    }
+    let got = rows_by_id(&result);
     let want = source_canonical(&mut admin, &t).await;
     assert_eq!(
         got.keys().collect::<Vec<_>>(),

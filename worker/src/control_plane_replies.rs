@@ -56,8 +56,8 @@ pub(crate) fn rejected(name: &str, response: Response) -> Result<(), ApiError> {
     }
 }
 
-/// Where a definition holds secrets: the source password and every producer override whose
-/// property is a credential ([`is_secret_property`]). Each is a path of object keys, and the
+/// Where a definition holds secrets: the source password, every producer override whose
+/// property is a credential ([`is_secret_property`]) and the schema registry's password. Each is a path of object keys, and the
 /// field name an error shows for it.
 fn secret_slots(spec: &serde_json::Value) -> Vec<(Vec<String>, String)> {
     let mut slots = Vec::new();
@@ -84,6 +84,12 @@ fn secret_slots(spec: &serde_json::Value) -> Vec<(Vec<String>, String)> {
                 format!("kafka.producer_overrides.{key}"),
             ));
         }
+    }
+    if spec.pointer("/kafka/schema_registry/password").is_some() {
+        slots.push((
+            vec!["kafka".into(), "schema_registry".into(), "password".into()],
+            "kafka.schema_registry.password".to_string(),
+        ));
     }
     slots
 }
@@ -189,6 +195,18 @@ mod tests {
         assert_eq!(def["columns"]["hash"]["salt"], "pepper-77");
         let by_ref = json!({"columns": {"hash": {"salt": "${env:SALT}", "columns": []}}});
         assert_eq!(redacted(&by_ref)["columns"]["hash"]["salt"], "${env:SALT}");
+    }
+
+    #[test]
+    fn the_schema_registry_password_is_write_only() {
+        let stored = json!({"kafka": {"schema_registry": {"url": "http://sr", "username": "svc",
+                                                          "password": "sr-s3cret"}}});
+        let shown = redacted(&stored);
+        assert_eq!(shown["kafka"]["schema_registry"]["password"], REDACTED);
+        assert_eq!(shown["kafka"]["schema_registry"]["username"], "svc");
+        let mut def = shown.clone();
+        keep_stored_secrets(&mut def, &stored).unwrap();
+        assert_eq!(def["kafka"]["schema_registry"]["password"], "sr-s3cret");
     }
 
     #[test]

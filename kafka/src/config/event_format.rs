@@ -17,6 +17,12 @@ pub enum EventFormat {
     /// (`{"schema": …, "payload": …}`), as Debezium's JSON converter writes them with
     /// `schemas.enable=true`.
     DebeziumJsonSchema,
+    /// Debezium's encodings and schemas as Debezium's Avro converter (Confluent's) writes
+    /// them: each key and value an Avro datum of the Avro schema derived from its Kafka
+    /// Connect schema, in Confluent's wire format (magic byte 0, the schema's 4-byte registry
+    /// id, the datum), schemas registered in `kafka.schema_registry` under `<topic>-key` and
+    /// `<topic>-value`.
+    Avro,
 }
 
 impl EventFormat {
@@ -24,7 +30,7 @@ impl EventFormat {
     pub fn is_debezium(self) -> bool {
         matches!(
             self,
-            EventFormat::DebeziumJson | EventFormat::DebeziumJsonSchema
+            EventFormat::DebeziumJson | EventFormat::DebeziumJsonSchema | EventFormat::Avro
         )
     }
 }

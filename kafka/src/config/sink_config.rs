@@ -9,11 +9,12 @@ use super::event_format::EventFormat;
 use super::message_key_columns::MessageKeyColumns;
 use super::producer_overrides::ProducerOverrides;
 use super::producer_settings::{validate_overrides, ProducerSettings};
+use super::schema_registry_config::{SchemaRegistryConfig, SchemaRegistrySettings};
 use super::snapshot_marker::{SnapshotMarker, SNAPSHOT_MARKER_TOPIC_SUFFIX};
 use super::topic_settings::TopicSettings;
 use crate::record::{
-    check_topic_name, BigintUnsignedHandling, RecordOptions, TopicTemplate, TypeMapping,
-    ValueEncoding, DEFAULT_TOPIC_TEMPLATE,
+    check_topic_name, BigintUnsignedHandling, RecordOptions, SchemaFraming, TopicTemplate,
+    TypeMapping, ValueEncoding, DEFAULT_TOPIC_TEMPLATE,
 };
 use crate::SinkError;
 
@@ -112,9 +113,13 @@ pub struct SinkConfig {
     /// [`TopicSettings`].
     #[serde(default)]
     pub topics: TopicSettings,
-    /// `capstan_json` (default) or `debezium_json`; see `docs/event-format.md`.
+    /// `capstan_json` (default), `debezium_json`, `debezium_json_schema` or `avro`; see
+    /// `docs/event-format.md`.
     #[serde(default)]
     pub format: EventFormat,
+    /// The Schema Registry of `format: avro` (required there, refused elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_registry: Option<SchemaRegistryConfig>,
     /// Debezium formats only: Debezium's type-mapping modes (`decimal_handling_mode`,
     /// `time_precision_mode`, `binary_handling_mode`, `bigint_unsigned_handling_mode`), each
     /// defaulting to Debezium's default.
@@ -148,6 +153,8 @@ pub struct CheckedSinkConfig {
     pub transaction_timeout_ms: u64,
     /// Creation of missing topics.
     pub topics: TopicSettings,
+    /// `format: avro`: the Schema Registry.
+    pub schema_registry: Option<SchemaRegistrySettings>,
 }
 
 impl CheckedSinkConfig {
@@ -190,6 +197,7 @@ impl SinkConfig {
             producer_overrides: ProducerOverrides::default(),
             topics: TopicSettings::default(),
             format: EventFormat::default(),
+            schema_registry: None,
             type_mapping: TypeMapping::default(),
             snapshot_marker: SnapshotMarker::default(),
             message_key_columns: MessageKeyColumns::default(),
@@ -267,6 +275,25 @@ impl SinkConfig {
         validate_overrides(&self.producer_overrides)?;
         self.topics.validate()?;
         let encoding = self.value_encoding()?;
+        let schema_registry = match (&self.schema_registry, self.format) {
+            (None, EventFormat::Avro) => {
+                return Err(invalid(
+                    "schema_registry.url",
+                    "is required with format avro",
+                ))
+            }
+            (Some(_), f) if f != EventFormat::Avro => {
+                return Err(invalid("schema_registry", "applies to format avro only"))
+            }
+            (Some(r), _) => Some(r.validate()?),
+            (None, _) => None,
+        };
+        if self.format == EventFormat::Avro && self.snapshot_marker == SnapshotMarker::TableTopic {
+            return Err(invalid(
+                "snapshot_marker",
+                "table_topic would put JSON markers among a table's Avro records; use control_topic with format avro",
+            ));
+        }
         let mut props: BTreeMap<String, String> = [
             ("bootstrap.servers", self.bootstrap_servers.clone()),
             ("enable.idempotence", "true".to_string()),
@@ -320,7 +347,11 @@ impl SinkConfig {
                 encoding,
                 snapshot_marker_topic,
                 message_keys,
-                connect_schemas: self.format == EventFormat::DebeziumJsonSchema,
+                schemas: match self.format {
+                    EventFormat::DebeziumJsonSchema => SchemaFraming::ConnectJson,
+                    EventFormat::Avro => SchemaFraming::Avro,
+                    EventFormat::CapstanJson | EventFormat::DebeziumJson => SchemaFraming::None,
+                },
             },
             delivery: self.delivery,
             producer,
@@ -328,6 +359,7 @@ impl SinkConfig {
             transactional_id_prefix: self.transactional_id_prefix.clone(),
             transaction_timeout_ms: self.transaction_timeout_ms,
             topics: self.topics.clone(),
+            schema_registry,
         })
     }
 }
@@ -489,14 +521,12 @@ mod tests {
             ValueEncoding::Capstan
         );
         let r: Result<SinkConfig, _> = serde_json::from_str(
-            r#"{"bootstrap_servers":"k:9092","topic_prefix":"cdc","format":"avro"}"#,
+            r#"{"bootstrap_servers":"k:9092","topic_prefix":"cdc","format":"protobuf"}"#,
         );
         assert!(r.is_err());
-        assert!(
-            !c.validate(Flavor::Mysql)
-                .unwrap()
-                .record_options
-                .connect_schemas
+        assert_eq!(
+            c.validate(Flavor::Mysql).unwrap().record_options.schemas,
+            SchemaFraming::None
         );
         let c: SinkConfig = serde_json::from_str(
             r#"{"bootstrap_servers":"k:9092","topic_prefix":"cdc","format":"debezium_json_schema",
@@ -504,7 +534,7 @@ mod tests {
         )
         .unwrap();
         let checked = c.validate(Flavor::Mysql).unwrap();
-        assert!(checked.record_options.connect_schemas);
+        assert_eq!(checked.record_options.schemas, SchemaFraming::ConnectJson);
         assert!(matches!(
             checked.record_options.encoding,
             ValueEncoding::Debezium(TypeMapping {
@@ -512,6 +542,56 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    fn refused_field(c: &SinkConfig) -> &'static str {
+        match c.validate(Flavor::Mysql).unwrap_err() {
+            SinkError::InvalidConfig { field, .. } => field,
+            e => panic!("unexpected {e:?}"),
+        }
+    }
+
+    #[test]
+    fn avro_needs_a_registry_and_only_avro_takes_one() {
+        let c: SinkConfig = serde_json::from_str(
+            r#"{"bootstrap_servers":"k:9092","topic_prefix":"cdc","format":"avro",
+                "schema_registry":{"url":"http://registry:8081","username":"svc",
+                                   "password":"${env:SR_PW}"},
+                "type_mapping":{"decimal_handling_mode":"string"}}"#,
+        )
+        .unwrap();
+        let checked = c.validate(Flavor::Mysql).unwrap();
+        assert_eq!(checked.record_options.schemas, SchemaFraming::Avro);
+        assert_eq!(
+            checked.schema_registry,
+            Some(SchemaRegistrySettings {
+                url: "http://registry:8081".into(),
+                basic_auth: Some(("svc".into(), "${env:SR_PW}".into())),
+            })
+        );
+        assert!(matches!(
+            checked.record_options.encoding,
+            ValueEncoding::Debezium(TypeMapping {
+                decimal_handling_mode: crate::record::DecimalHandling::String,
+                ..
+            })
+        ));
+        let mut c = SinkConfig::new("k:9092", "cdc");
+        c.format = EventFormat::Avro;
+        assert_eq!(refused_field(&c), "schema_registry.url");
+        c.schema_registry = Some(SchemaRegistryConfig {
+            url: "registry:8081".into(),
+            username: None,
+            password: None,
+        });
+        assert_eq!(refused_field(&c), "schema_registry.url");
+        c.schema_registry.as_mut().unwrap().url = "http://registry:8081".into();
+        assert!(c.validate(Flavor::Mysql).is_ok());
+        c.snapshot_marker = SnapshotMarker::TableTopic;
+        assert_eq!(refused_field(&c), "snapshot_marker");
+        c.snapshot_marker = SnapshotMarker::ControlTopic;
+        c.format = EventFormat::DebeziumJsonSchema;
+        assert_eq!(refused_field(&c), "schema_registry");
     }
 
     #[test]

@@ -398,6 +398,7 @@ mod tests {
             value: Some(b"v".to_vec()),
             headers: vec![],
             timestamp_ms: None,
+            registry: None,
         }
     }
 

@@ -50,6 +50,7 @@ impl OffsetsRecord {
                 ),
             ],
             timestamp_ms: None,
+            registry: None,
         })
     }
 

@@ -13,7 +13,11 @@ use super::*;
 fn schema_builder(schemas: bool) -> RecordBuilder {
     RecordBuilder::new(RecordOptions {
         encoding: ValueEncoding::Debezium(TypeMapping::default()),
-        connect_schemas: schemas,
+        schemas: if schemas {
+            SchemaFraming::ConnectJson
+        } else {
+            SchemaFraming::None
+        },
         ..builder(true, false).options().clone()
     })
 }

@@ -22,7 +22,7 @@ pub(super) fn builder(tombstones: bool, txn_topic: bool) -> RecordBuilder {
         encoding: Default::default(),
         snapshot_marker_topic: Some("cdc.snapshot_complete".to_string()),
         message_keys: Default::default(),
-        connect_schemas: false,
+        schemas: SchemaFraming::None,
     })
 }
 

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use super::registry_schema::PendingSchemas;
+
 /// Header: the pipeline that produced the record.
 pub const HEADER_PIPELINE: &str = "capstan.pipeline";
 /// Header: the owner epoch (decimal) of the worker that produced the record.
@@ -38,6 +40,10 @@ pub struct KafkaRecord {
     pub headers: Vec<(String, Vec<u8>)>,
     /// Create timestamp, milliseconds since the Unix epoch.
     pub timestamp_ms: Option<i64>,
+    /// `format: avro`: the registry schemas whose ids the key and value (Avro datums) still
+    /// need; the runtime frames them and clears this before the record is sent. `None` for a
+    /// record ready to send.
+    pub registry: Option<PendingSchemas>,
 }
 
 impl KafkaRecord {
@@ -62,7 +68,13 @@ impl KafkaRecord {
         const RECORD_OVERHEAD: usize = 5 + 1 + 10 + 5 + 5 + 5 + 5;
         /// A header's two length prefixes.
         const HEADER_OVERHEAD: usize = 5 + 5;
-        RECORD_OVERHEAD + self.approximate_size() + self.headers.len() * HEADER_OVERHEAD
+        RECORD_OVERHEAD
+            + self.approximate_size()
+            + self.headers.len() * HEADER_OVERHEAD
+            + self
+                .registry
+                .as_ref()
+                .map_or(0, PendingSchemas::framing_bytes)
     }
 
     /// Approximate size on the wire (key + value + headers), for batching decisions.
@@ -90,6 +102,7 @@ impl fmt::Debug for KafkaRecord {
             .field("value_len", &self.value.as_ref().map(Vec::len))
             .field("headers", &headers)
             .field("timestamp_ms", &self.timestamp_ms)
+            .field("registry", &self.registry)
             .finish()
     }
 }
@@ -106,6 +119,7 @@ mod tests {
             value: Some(b"secret-value".to_vec()),
             headers: vec![(HEADER_ROW.into(), b"3".to_vec())],
             timestamp_ms: None,
+            registry: None,
         };
         let s = format!("{r:?}");
         assert!(!s.contains("secret"), "{s}");

@@ -3,11 +3,16 @@
 //! a duplicate.
 //! The wire format is specified in `docs/event-format.md`.
 
+mod avro_schema;
+mod avro_subject;
+mod avro_value;
 mod charset_decoder;
 mod connect_schema;
 mod debezium_value;
 mod envelope;
 mod epoch_days;
+#[cfg(test)]
+mod golden_avro_schema;
 #[cfg(test)]
 mod golden_column_types;
 #[cfg(test)]
@@ -23,7 +28,9 @@ mod kafka_record;
 mod message_key;
 mod record_builder;
 mod record_emitter;
+mod registry_schema;
 mod schema_cache;
+mod schema_framing;
 mod topic_router;
 mod topic_template;
 mod type_mapping;
@@ -39,6 +46,8 @@ pub use record_builder::{
     SCHEMA_CHANGE_POSITION_PREFIX, SOURCE_VERSION,
 };
 pub use record_emitter::TransactionProgress;
+pub use registry_schema::{PendingSchemas, RegistrySchema, WIRE_HEADER_BYTES};
+pub use schema_framing::SchemaFraming;
 pub use topic_router::{TopicRoute, TopicRouter, AMBIGUOUS_ROUTE, PHYSICAL_TABLE_KEY_FIELD};
 pub(crate) use topic_template::check_topic_name;
 pub use topic_template::{

@@ -30,8 +30,12 @@ use super::envelope::{
 };
 use super::kafka_record::{KafkaRecord, HEADER_DEBEZIUM_NEWKEY, HEADER_DEBEZIUM_OLDKEY};
 use super::message_key::{key_columns, MessageKeys};
-use super::record_emitter::{image, key_object, missing, serialize, Emitter, TransactionProgress};
+use super::record_emitter::{
+    image, key_object, missing, serialize, Emitter, Payload, TransactionProgress,
+};
+use super::registry_schema::PendingSchemas;
 use super::schema_cache::{build_schemas, framed, SchemaCache, TableSchemas, TableVersion};
+use super::schema_framing::SchemaFraming;
 use super::topic_template::TopicTemplate;
 use super::type_mapping::TypeMapping;
 use super::value_encoding::ValueEncoding;
@@ -67,10 +71,11 @@ pub struct RecordOptions {
     /// Per table, the columns of its record key instead of the change's or the chunk's key
     /// (`message_key_columns`, Debezium's `message.key.columns`).
     pub message_keys: MessageKeys,
-    /// `format: debezium_json_schema`: each key and value is wrapped with its Kafka Connect
-    /// schema, `{"schema": …, "payload": …}` (Debezium's JSON converter with
-    /// `schemas.enable=true`).
-    pub connect_schemas: bool,
+    /// How each key and value carries its schema: not at all, wrapped with its Kafka Connect
+    /// schema (`format: debezium_json_schema`, Debezium's JSON converter with
+    /// `schemas.enable=true`), or as an Avro datum to be framed with its registry id
+    /// (`format: avro`, Debezium's AvroConverter).
+    pub schemas: SchemaFraming,
 }
 
 /// Who is publishing, and when: inputs that are not part of the change itself.
@@ -146,7 +151,7 @@ struct SnapshotCompleteKey {
 #[derive(Clone, Debug)]
 pub struct RecordBuilder {
     options: RecordOptions,
-    /// The Connect schemas of the table versions seen (schema'd format only).
+    /// The schemas of the table versions seen (schema'd formats only).
     schemas: SchemaCache,
 }
 
@@ -169,7 +174,7 @@ impl RecordBuilder {
         }
     }
 
-    /// The Connect schemas of a table version in the schema'd format (`None` in the others):
+    /// The schemas of a table version in the schema'd formats (`None` in the others):
     /// built once per table version when the source gave the column types, else inferred from
     /// `row`'s values.
     fn table_schemas(
@@ -180,7 +185,7 @@ impl RecordBuilder {
         key: &[usize],
         routed: bool,
     ) -> Option<Arc<TableSchemas>> {
-        if !self.options.connect_schemas {
+        if self.options.schemas == SchemaFraming::None {
             return None;
         }
         let row = row?;
@@ -205,12 +210,61 @@ impl RecordBuilder {
             routed,
             flavor: self.options.flavor,
             mapping: &mapping,
+            framing: self.options.schemas,
         };
         Some(if given {
             self.schemas.get(&version)
         } else {
             Arc::new(build_schemas(&version))
         })
+    }
+
+    /// The key and value bytes of one data event in the pipeline's format, with the registry
+    /// schemas they still need (`avro` only).
+    fn encode_event(
+        &self,
+        schemas: Option<&TableSchemas>,
+        key: Option<&OrderedObject>,
+        envelope: &Envelope<'_>,
+        table: &TableId,
+    ) -> Result<Payload, SinkError> {
+        let Some(avro) = schemas.and_then(|s| s.avro.as_ref()) else {
+            let key = key.map(|k| serialize(k, table)).transpose()?;
+            let value = serialize(envelope, table)?;
+            let (key, value) = framed(schemas, key, value);
+            return Ok((key, Some(value), None));
+        };
+        let failed = |reason: &'static str| SinkError::AvroEncodingFailed {
+            table: table.to_string(),
+            reason,
+        };
+        let avro = avro.as_ref().map_err(|r| failed(r))?;
+        let json = |v: serde_json::Result<serde_json::Value>| {
+            v.map_err(|_| failed("event could not be serialised"))
+        };
+        let key = match (key, &avro.key) {
+            (Some(k), Some(subject)) => {
+                let datum = subject
+                    .datum(&json(serde_json::to_value(k))?)
+                    .map_err(failed)?;
+                Some((datum, subject.registry.clone()))
+            }
+            (Some(_), None) => return Err(failed("a key without a key schema")),
+            (None, _) => None,
+        };
+        let value = avro
+            .value
+            .datum(&json(serde_json::to_value(envelope))?)
+            .map_err(failed)?;
+        let (key, key_schema) = key.unzip();
+        Ok((
+            key,
+            Some(value),
+            Some(PendingSchemas {
+                key: key_schema,
+                value: Some(avro.value.registry.clone()),
+            }),
+        ))
     }
 
     /// How many Connect schemas this builder (and its clones) built, for tests.
@@ -479,18 +533,20 @@ impl RecordBuilder {
                     data_collection_order: collection_order,
                 }),
             };
-            let key = event.key.map(|k| serialize(k, table)).transpose()?;
-            let value = serialize(&envelope, table)?;
-            let (key, value) = framed(schemas.as_deref(), key, value);
+            let (key, value, registry) =
+                self.encode_event(schemas.as_deref(), event.key, &envelope, table)?;
             let key_header = event
                 .key_header
                 .map(|(name, k)| serialize(k, table).map(|v| (name, v)))
                 .transpose()?;
+            let tombstone_registry = registry.as_ref().map(|r| PendingSchemas {
+                key: r.key.clone(),
+                value: None,
+            });
             em.push_with_header(
                 table,
                 topic,
-                key.clone(),
-                Some(value),
+                (key.clone(), value, registry),
                 Some(row_index),
                 commit_ms,
                 key_header.clone(),
@@ -499,8 +555,7 @@ impl RecordBuilder {
                 em.push_with_header(
                     table,
                     topic,
-                    key,
-                    None,
+                    (key, None, tombstone_registry),
                     Some(row_index),
                     commit_ms,
                     key_header,
@@ -627,10 +682,8 @@ impl RecordBuilder {
                 ts_ms: ctx.now_ms,
                 transaction: None,
             };
-            let key = key.as_ref().map(|k| serialize(k, table)).transpose()?;
-            let value = serialize(&envelope, table)?;
-            let (key, value) = framed(schemas.as_deref(), key, value);
-            em.push(table, &topic, key, Some(value), Some(row_index), ctx.now_ms)?;
+            let payload = self.encode_event(schemas.as_deref(), key.as_ref(), &envelope, table)?;
+            em.push_with_header(table, &topic, payload, Some(row_index), ctx.now_ms, None)?;
         }
         Ok(em.records)
     }

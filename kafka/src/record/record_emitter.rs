@@ -11,6 +11,7 @@ use super::kafka_record::{
     KafkaRecord, HEADER_EPOCH, HEADER_PIPELINE, HEADER_POSITION, HEADER_RECORD, HEADER_ROW,
 };
 use super::record_builder::RecordContext;
+use super::registry_schema::PendingSchemas;
 use super::topic_router::PHYSICAL_TABLE_KEY_FIELD;
 use super::value_encoding::ValueEncoding;
 use crate::SinkError;
@@ -28,6 +29,9 @@ pub struct TransactionProgress {
     /// The table of the first change: the END event is serialized for it.
     pub(super) table: Option<std::sync::Arc<TableId>>,
 }
+
+/// A record's key, value (none: a tombstone) and the registry schemas they still need.
+pub(super) type Payload = (Option<Vec<u8>>, Option<Vec<u8>>, Option<PendingSchemas>);
 
 /// Per-call state: the records so far, the header values shared by all of them, and the
 /// running counters of the `transaction` block.
@@ -109,18 +113,17 @@ impl<'a> Emitter<'a> {
         row: Option<usize>,
         ts: u64,
     ) -> Result<(), SinkError> {
-        self.push_with_header(table, topic, key, value, row, ts, None)
+        self.push_with_header(table, topic, (key, value, None), row, ts, None)
     }
 
-    /// [`Self::push`], with one more header after capstan's own (a key change's
-    /// `__debezium.oldkey` / `__debezium.newkey`).
-    #[allow(clippy::too_many_arguments)]
+    /// [`Self::push`] of a key, a value and the registry schemas they still need, with one
+    /// more header after capstan's own (a key change's `__debezium.oldkey` /
+    /// `__debezium.newkey`).
     pub(super) fn push_with_header(
         &mut self,
         table: &TableId,
         topic: &str,
-        key: Option<Vec<u8>>,
-        value: Option<Vec<u8>>,
+        (key, value, registry): Payload,
         row: Option<usize>,
         ts: u64,
         extra: Option<(&str, Vec<u8>)>,
@@ -135,6 +138,7 @@ impl<'a> Emitter<'a> {
             value,
             headers,
             timestamp_ms: i64::try_from(ts).ok(),
+            registry,
         };
         let bytes = record.max_wire_size();
         if bytes > self.max_record_bytes {

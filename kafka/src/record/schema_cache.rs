@@ -1,6 +1,7 @@
-//! The Connect schemas of the `debezium_json_schema` format, built once per table version (its
-//! topic, column names, column types and key columns) and kept serialized, so each record only
-//! splices its payload into `{"schema": …, "payload": …}`.
+//! The schemas of the schema'd formats, built once per table version (its topic, column names,
+//! column types and key columns): for `debezium_json_schema` the Connect schemas, kept
+//! serialized, so each record only splices its payload into `{"schema": …, "payload": …}`; for
+//! `avro` the Avro schemas derived from them, parsed, with their registry subjects.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -8,7 +9,10 @@ use std::sync::{Arc, Mutex};
 use capstan_core::change::{ColumnType, ColumnTypes, SqlType};
 use capstan_core::position::Flavor;
 
+use super::avro_schema::SchemaFailure;
+use super::avro_subject::{AvroSchemas, AvroSubject};
 use super::connect_schema::{envelope_schema, row_schema};
+use super::schema_framing::SchemaFraming;
 use super::topic_router::PHYSICAL_TABLE_KEY_FIELD;
 use super::type_mapping::TypeMapping;
 
@@ -22,13 +26,16 @@ const PHYSICAL_TABLE_TYPE: ColumnType = ColumnType {
 /// table versions than this rebuilds some schemas, and stays correct).
 const MAX_ENTRIES: usize = 4096;
 
-/// The serialized key and envelope schemas of one table version.
+/// The key and envelope schemas of one table version.
 #[derive(Debug)]
 pub(crate) struct TableSchemas {
-    /// The key struct's schema (`<topic>.Key`); `None` for a table without a record key.
+    /// The key struct's Connect schema, serialized (`<topic>.Key`); `None` for a table without
+    /// a record key, and in the `avro` format.
     pub(crate) key: Option<Vec<u8>>,
-    /// The envelope's schema (`<topic>.Envelope`).
+    /// The envelope's Connect schema, serialized (`<topic>.Envelope`; empty in `avro`).
     pub(crate) value: Vec<u8>,
+    /// `avro`: the Avro schemas (or why the table version has none); `None` otherwise.
+    pub(crate) avro: Option<Result<AvroSchemas, SchemaFailure>>,
 }
 
 /// What identifies a table version's schemas.
@@ -69,6 +76,8 @@ pub(crate) struct TableVersion<'a> {
     pub(crate) routed: bool,
     pub(crate) flavor: Flavor,
     pub(crate) mapping: &'a TypeMapping,
+    /// Connect JSON or Avro (the cache of one builder holds one kind).
+    pub(crate) framing: SchemaFraming,
 }
 
 /// Builds the schemas of a table version (uncached).
@@ -84,13 +93,34 @@ pub(crate) fn build_schemas(v: &TableVersion<'_>) -> TableSchemas {
         if v.routed {
             cols.push((PHYSICAL_TABLE_KEY_FIELD, &PHYSICAL_TABLE_TYPE));
         }
-        let schema = row_schema(&format!("{}.Key", v.topic), false, &cols, v.mapping);
-        serde_json::to_vec(&schema).unwrap_or_default()
+        row_schema(&format!("{}.Key", v.topic), false, &cols, v.mapping)
     });
-    TableSchemas {
-        key,
-        value: serde_json::to_vec(&envelope).unwrap_or_default(),
+    if v.framing == SchemaFraming::Avro {
+        return TableSchemas {
+            key: None,
+            value: Vec::new(),
+            avro: Some(avro_schemas(v.topic, key.as_ref(), &envelope)),
+        };
     }
+    TableSchemas {
+        key: key.map(|k| serde_json::to_vec(&k).unwrap_or_default()),
+        value: serde_json::to_vec(&envelope).unwrap_or_default(),
+        avro: None,
+    }
+}
+
+/// The Avro subjects of a table version: `<topic>-key` (with a key) and `<topic>-value`.
+fn avro_schemas(
+    topic: &str,
+    key: Option<&serde_json::Value>,
+    envelope: &serde_json::Value,
+) -> Result<AvroSchemas, SchemaFailure> {
+    Ok(AvroSchemas {
+        key: key
+            .map(|k| AvroSubject::build(format!("{topic}-key"), k))
+            .transpose()?,
+        value: AvroSubject::build(format!("{topic}-value"), envelope)?,
+    })
 }
 
 impl SchemaCache {

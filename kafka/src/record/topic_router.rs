@@ -110,7 +110,9 @@ mod tests {
 #[cfg(test)]
 mod record_tests {
     use super::super::golden_tests::{builder, change, coords, ctx, json_of, row, tx};
-    use super::super::{RecordBuilder, RecordOptions, SnapshotChunk, TopicTemplate, ValueEncoding};
+    use super::super::{
+        RecordBuilder, RecordOptions, SchemaFraming, SnapshotChunk, TopicTemplate, ValueEncoding,
+    };
     use super::*;
     use capstan_core::change::{ColumnType, Op, SqlType, Value};
     use serde_json::json;
@@ -130,7 +132,11 @@ mod record_tests {
             } else {
                 base.options().encoding
             },
-            connect_schemas: schemas,
+            schemas: if schemas {
+                SchemaFraming::ConnectJson
+            } else {
+                SchemaFraming::None
+            },
             ..base.options().clone()
         })
     }

@@ -46,6 +46,7 @@ use capstan_core::position::{Position, ResumePoint};
 use capstan_kafka::config::DeliveryMode;
 use capstan_kafka::publisher::Fence;
 use capstan_kafka::record::RecordBuilder;
+use capstan_kafka::registry::SchemaRegistrar;
 use capstan_kafka::SinkError;
 use capstan_raft_store::{Command, Epoch, Response, RunnerState};
 use tokio::sync::{mpsc, watch, Semaphore};
@@ -106,6 +107,9 @@ pub struct PipelineRunner {
     pub(super) spec: CheckedPipelineSpec,
     /// The source's connection in the metrics, for this run.
     link: Arc<SourceLinkGauge>,
+    /// `format: avro`: frames each batch's records with their schema ids before they are sent
+    /// (created with the sink, once the secrets are resolved).
+    pub(super) registrar: std::sync::OnceLock<Arc<SchemaRegistrar>>,
 }
 
 /// Why a step stopped the runner.
@@ -129,6 +133,7 @@ impl PipelineRunner {
             lease_term,
             spec,
             link,
+            registrar: std::sync::OnceLock::new(),
         }
     }
 

@@ -158,7 +158,7 @@ mod tests {
             encoding: Default::default(),
             snapshot_marker_topic: Some("cdc.snapshot_complete".into()),
             message_keys: Default::default(),
-            connect_schemas: false,
+            schemas: Default::default(),
         })
     }
 

@@ -149,6 +149,13 @@ impl PipelineRunner {
             kafka_progress = Some(driver.kafka_progress(Some(chunk)));
         }
         self.require_lease()?;
+        if let Some(registrar) = self.registrar.get() {
+            // format avro: the schema ids (looked up or registered once per schema)
+            registrar
+                .frame(&mut batch)
+                .await
+                .map_err(|e| RunnerExit::from_sink(&e))?;
+        }
         let bytes: u64 = batch.iter().map(|r| r.approximate_size() as u64).sum();
         let sent = if inside_transaction {
             sink.publish_part(batch).await.map(|()| Sent::Durable)

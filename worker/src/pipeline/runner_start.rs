@@ -11,6 +11,7 @@ use capstan_kafka::exactly_once::{
     Checkpoint, CheckpointSource, ExactlyOncePublisher, KafkaTransactionalLog, OwnerIdentity,
 };
 use capstan_kafka::publisher::{KafkaPublisher, TopicAdminClient};
+use capstan_kafka::registry::SchemaRegistrar;
 use tracing::info;
 
 use super::pipeline_runner::{PipelineRunner, EXACTLY_ONCE_OP_TIMEOUT};
@@ -23,7 +24,8 @@ use crate::fault_point::FaultPoint;
 type Step<T> = Result<T, RunnerExit>;
 
 impl PipelineRunner {
-    /// Opens the publisher. In exactly-once mode this fences every earlier producer of the
+    /// Opens the publisher (and, for `format: avro`, the schema registry client). In
+    /// exactly-once mode this fences every earlier producer of the
     /// pipeline first, then resumes from whichever of the Kafka offsets record and the Raft
     /// checkpoint is ahead (bringing Raft up to date when it lags).
     pub(super) async fn open_sink(
@@ -32,6 +34,11 @@ impl PipelineRunner {
         snapshot: Option<&mut PreparedSnapshot>,
     ) -> Step<(RunnerSink, StartPosition)> {
         let sink = &self.spec.sink;
+        if let (Some(registry), None) = (&sink.schema_registry, self.registrar.get()) {
+            let registrar =
+                SchemaRegistrar::new(registry).map_err(|e| RunnerExit::from_sink(&e))?;
+            let _ = self.registrar.set(Arc::new(registrar));
+        }
         let offsets_topic = sink.offsets_topic(&self.name);
         let topics = if sink.topics.create {
             let offsets =

@@ -41,8 +41,11 @@ impl SecretLookup for HostSecrets {
     }
 }
 
-/// Every secret field of `spec` with its current value: the source password and each producer
-/// property whose value may be a credential.
+/// The schema registry password's field.
+const REGISTRY_PASSWORD: &str = "kafka.schema_registry.password";
+
+/// Every secret field of `spec` with its current value: the source password, each producer
+/// property whose value may be a credential, and the schema registry's password.
 fn secret_fields(spec: &CheckedPipelineSpec) -> Vec<(String, &str)> {
     let mut fields = vec![("source.password".to_string(), spec.source.password.expose())];
     if let Some(hash) = &spec.source.columns.hash {
@@ -52,6 +55,14 @@ fn secret_fields(spec: &CheckedPipelineSpec) -> Vec<(String, &str)> {
         if is_secret_property(key) {
             fields.push((format!("kafka.producer_overrides.{key}"), value));
         }
+    }
+    let registry_auth = spec
+        .sink
+        .schema_registry
+        .as_ref()
+        .and_then(|r| r.basic_auth.as_ref());
+    if let Some((_, password)) = registry_auth {
+        fields.push((REGISTRY_PASSWORD.to_string(), password.as_str()));
     }
     fields
 }
@@ -86,6 +97,17 @@ pub(crate) fn resolve_secrets(
         resolved.push((field, secret));
     }
     for (field, secret) in resolved {
+        if field == REGISTRY_PASSWORD {
+            if let Some((_, password)) = spec
+                .sink
+                .schema_registry
+                .as_mut()
+                .and_then(|r| r.basic_auth.as_mut())
+            {
+                *password = secret;
+            }
+            continue;
+        }
         match field.strip_prefix("kafka.producer_overrides.") {
             Some(key) => spec.sink.producer = spec.sink.producer.with(key, &secret),
             None if field == "columns.hash.salt" => {
@@ -178,6 +200,28 @@ mod tests {
         assert_eq!(hash.salt.expose(), "pepper");
         v["columns"]["hash"]["salt"] = json!("${vault:x}");
         assert_eq!(checked(v).unwrap_err().field, "columns.hash.salt");
+    }
+
+    #[test]
+    fn the_registry_password_resolves_on_the_owner() {
+        let mut v = spec(json!({"password": "pw"}), json!({}));
+        v["kafka"]["format"] = json!("avro");
+        v["kafka"]["schema_registry"] = json!({"url": "http://sr:8081", "username": "svc",
+                                               "password": "${file:/run/secrets/sasl}"});
+        let s = checked(v.clone()).unwrap();
+        let s = resolve_secrets(s, &lookup()).unwrap();
+        assert_eq!(
+            s.sink.schema_registry.unwrap().basic_auth,
+            Some(("svc".to_string(), "sasl-secret".to_string()))
+        );
+        v["kafka"]["schema_registry"]["password"] = json!("${env:NOT_SET_HERE}");
+        let e = resolve_secrets(checked(v.clone()).unwrap(), &lookup()).unwrap_err();
+        assert_eq!(e.field, "kafka.schema_registry.password");
+        v["kafka"]["schema_registry"]["password"] = json!("${vault:x}");
+        assert_eq!(
+            checked(v).unwrap_err().field,
+            "kafka.schema_registry.password"
+        );
     }
 
     #[test]

@@ -118,6 +118,12 @@ async fn verify(api: &ApiArgs, args: &VerifyArgs) -> Result<VerifyReport, Verify
         }
     };
     let spec = &target.spec;
+    if spec.sink.record_options.schemas == capstan_kafka::record::SchemaFraming::Avro {
+        return Err(VerifyError::InvalidDefinition {
+            field: "kafka.format".into(),
+            message: "verify reads JSON topics; format avro is not supported yet".into(),
+        });
+    }
     let server = format!("{}:{}", spec.source.host, spec.source.port);
     let source_error = |error| VerifyError::Source {
         server: server.clone(),
