@@ -40,10 +40,11 @@ def canonical(v):
 
 
 def row_fields(registry, topic):
-    """Each field of the `after` row in the value subject's latest schema: [type, connect.name]."""
+    """Each field of the row in the value subject's latest schema: [type, connect.name]. The row
+    record is defined at its first use, `before` (`after` names it)."""
     schema = json.loads(registry.get_latest_version(f"{topic}-value").schema.schema_str)
-    after = next(f for f in schema["fields"] if f["name"] == "after")
-    row = next(t for t in after["type"] if t != "null")
+    before = next(f for f in schema["fields"] if f["name"] == "before")
+    row = next(t for t in before["type"] if t != "null")
     out = {}
     for f in row["fields"]:
         t = f["type"]
