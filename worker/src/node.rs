@@ -705,22 +705,21 @@ async fn schedule(node: Arc<Node>) {
     let mut changes = node.raft.metrics();
     let mut last_seen = None;
     let mut unsettled = false;
+    let mut last_round = Instant::now();
     while !node.is_stopping() {
-        let now = Instant::now();
-        let idle_until = now
-            + if unsettled {
-                MIN_ROUND_GAP
-            } else {
-                MAX_ROUND_GAP
-            };
-        let next = node.tracker.lock().ok().and_then(|t| t.next_change(now));
-        let wake = next.map_or(idle_until, |t| t.min(idle_until));
+        let next = node
+            .tracker
+            .lock()
+            .ok()
+            .and_then(|t| t.next_change(Instant::now()));
+        let wake = round_deadline(last_round, unsettled, next);
         tokio::select! {
             changed = changes.changed() => {
                 if changed.is_err() {
                     break; // raft stopped
                 }
-                // the leader's metrics also move on every heartbeat acknowledgement
+                // the leader's metrics also move on every heartbeat acknowledgement: those
+                // changes neither run a round nor postpone the next one
                 let key = round_key(&changes.borrow_and_update());
                 if last_seen.as_ref() == Some(&key) {
                     continue;
@@ -730,8 +729,25 @@ async fn schedule(node: Arc<Node>) {
             () = tokio::time::sleep_until(wake.into()) => {}
         }
         unsettled = schedule_round(&node, &mut expiries).await;
+        last_round = Instant::now();
         tokio::time::sleep(MIN_ROUND_GAP).await;
     }
+}
+
+/// When the next scheduling round runs at the latest: when the oldest live lease may run out
+/// (`next_change`), and otherwise a fixed gap after the last round — [`MIN_ROUND_GAP`] while
+/// an expiry waits for a quorum's agreement, else [`MAX_ROUND_GAP`]. Measured from the last
+/// round, not from the latest wake-up: a change that does not warrant a round (a heartbeat
+/// acknowledgement, every few milliseconds on a leader) must not postpone it, or a quiet log
+/// would never see its expiries acted on.
+fn round_deadline(last_round: Instant, unsettled: bool, next_change: Option<Instant>) -> Instant {
+    let gap = if unsettled {
+        MIN_ROUND_GAP
+    } else {
+        MAX_ROUND_GAP
+    };
+    let idle_until = last_round + gap;
+    next_change.map_or(idle_until, |t| t.min(idle_until))
 }
 
 /// What a scheduling round depends on in the Raft metrics.
@@ -837,7 +853,21 @@ async fn schedule_round(node: &Arc<Node>, expiries: &mut ExpiryQuorum) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::WriteError;
+    use super::{round_deadline, WriteError, MAX_ROUND_GAP, MIN_ROUND_GAP};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_next_round_is_due_a_gap_after_the_last_one_whatever_woke_the_loop_since() {
+        let last = Instant::now();
+        // the same deadline however often the loop is woken in between
+        assert_eq!(round_deadline(last, false, None), last + MAX_ROUND_GAP);
+        assert_eq!(round_deadline(last, true, None), last + MIN_ROUND_GAP);
+        // an expiry due earlier comes first, a later one waits for the gap
+        let soon = last + Duration::from_millis(5);
+        assert_eq!(round_deadline(last, false, Some(soon)), soon);
+        let late = last + Duration::from_secs(5);
+        assert_eq!(round_deadline(last, true, Some(late)), last + MIN_ROUND_GAP);
+    }
 
     #[test]
     fn only_a_write_that_reached_no_leader_is_sent_again() {
