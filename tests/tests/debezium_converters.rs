@@ -155,6 +155,31 @@ fn streamed_changes(t: &str) -> String {
 }
 
 /// The rows a harness printed (`{"rows": {key: row}}`) by id, JSON text parsed.
+/// The rows a reader applied (`result`, by id) are the rows the source table `t` holds, with
+/// the keys the test's changes leave; then the test's schema is dropped.
+async fn rows_equal_the_source_then_drop(
+    flavor: &str,
+    result: &Value,
+    admin: &mut mysql_async::Conn,
+    schema: &str,
+    t: &str,
+) {
+    let got = rows_by_id(result);
+    let want = source_canonical(admin, t).await;
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        vec![&1, &2, &5, &6, &7, &8, &30, &999],
+        "{flavor}: keys"
+    );
+    for (id, row) in &want {
+        assert_eq!(got.get(id), Some(row), "{flavor}: row {id}");
+    }
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(schema)))
+        .await
+        .unwrap();
+}
+
 fn rows_by_id(result: &Value) -> BTreeMap<i64, Value> {
     let mut got: BTreeMap<i64, Value> = BTreeMap::new();
     for (key, row) in result["rows"].as_object().unwrap() {
@@ -274,20 +299,7 @@ async fn avro(flavor: &'static str) {
     ] {
         assert_eq!(fields[field], json!([kind, logical]), "{flavor}: {field}");
     }
-    let got = rows_by_id(&result);
-    let want = source_canonical(&mut admin, &t).await;
-    assert_eq!(
-        got.keys().collect::<Vec<_>>(),
-        vec![&1, &2, &5, &6, &7, &8, &30, &999],
-        "{flavor}: keys"
-    );
-    for (id, row) in &want {
-        assert_eq!(got.get(id), Some(row), "{flavor}: row {id}");
-    }
-    admin
-        .query_drop(format!("DROP DATABASE {}", q(&schema)))
-        .await
-        .unwrap();
+    rows_equal_the_source_then_drop(flavor, &result, &mut admin, &schema, &t).await;
 }
 
 async fn converters(flavor: &'static str) {
@@ -389,18 +401,5 @@ async fn converters(flavor: &'static str) {
         assert_eq!(fields[field], json!([kind, logical]), "{flavor}: {field}");
     }
     // the rows Debezium's code reads back are the rows the source holds
-    let got = rows_by_id(&result);
-    let want = source_canonical(&mut admin, &t).await;
-    assert_eq!(
-        got.keys().collect::<Vec<_>>(),
-        vec![&1, &2, &5, &6, &7, &8, &30, &999],
-        "{flavor}: keys"
-    );
-    for (id, row) in &want {
-        assert_eq!(got.get(id), Some(row), "{flavor}: row {id}");
-    }
-    admin
-        .query_drop(format!("DROP DATABASE {}", q(&schema)))
-        .await
-        .unwrap();
+    rows_equal_the_source_then_drop(flavor, &result, &mut admin, &schema, &t).await;
 }
