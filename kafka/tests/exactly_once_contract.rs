@@ -14,9 +14,9 @@ use capstan_kafka::config::SinkConfig;
 use capstan_kafka::exactly_once::{
     Checkpoint, CheckpointSource, ExactlyOncePublisher, KafkaTransactionalLog,
     MemoryTransactionalLog, OwnerIdentity, SnapshotProgress, TransactionalLog,
-    TransactionalProducer,
+    TransactionalProducer, WithinTransaction,
 };
-use capstan_kafka::record::{HEADER_POSITION, HEADER_RECORD};
+use capstan_kafka::record::{TransactionProgress, HEADER_POSITION, HEADER_RECORD};
 use capstan_kafka::topic_reader::ConsumedRecord;
 use capstan_kafka::SinkError;
 
@@ -66,6 +66,7 @@ fn checkpoint(upto: u64) -> Checkpoint {
         position: Position::parse(Flavor::Mysql, &text).unwrap(),
         processed: None,
         snapshot: SnapshotProgress::default(),
+        within: None,
     }
 }
 
@@ -393,14 +394,21 @@ async fn model_offsets_record_from_an_earlier_life_is_ignored() {
     offsets_record_from_an_earlier_life_is_ignored(&MemoryTransactionalLog::new(1)).await;
 }
 
-/// A source transaction handed out in slices goes into one Kafka transaction: its parts are
-/// invisible to a read_committed consumer until the batch that ends it commits with the
-/// offsets record; an owner that dies between parts leaves nothing of it visible, and the
-/// next owner resumes before it.
-///
-/// `reads_while_open`: the model answers a read_committed read below an open transaction; the
-/// real reader waits for the end of the partition, which an open transaction holds back.
-async fn a_sliced_source_transaction_commits_whole_or_not_at_all<L>(log: &L, reads_while_open: bool)
+/// A point inside transaction `gno`: its first `next_change` changes committed.
+fn inside(upto: u64, gno: u64, next_change: u64) -> Checkpoint {
+    checkpoint(upto).inside(Some(WithinTransaction {
+        gtid: format!("{}:{gno}", common::UUID),
+        next_change,
+        records: TransactionProgress::default(),
+        capture: "orders".into(),
+    }))
+}
+
+/// A source transaction handed out in slices is committed slice by slice, each slice in a
+/// Kafka transaction of its own with an offsets record naming the point inside the source
+/// transaction; an owner that dies in the middle of a slice leaves nothing of that slice
+/// visible, and the next owner resumes after the last committed slice: every record once.
+async fn a_sliced_source_transaction_commits_slice_by_slice_exactly_once<L>(log: &L)
 where
     L: TransactionalLog + CommittedView,
 {
@@ -409,7 +417,7 @@ where
     let (mut a, _) = ExactlyOncePublisher::open(log, names.owner(1), checkpoint(0))
         .await
         .unwrap();
-    // tx 1 whole; tx 2 in three parts of 4 rows
+    // tx 1 whole; tx 2 in three slices of 4 rows, each committed as it comes
     a.publish(
         &common::records_of(&builder, &common::insert_tx(1, 1, 2), 1),
         &checkpoint(1),
@@ -417,49 +425,51 @@ where
     .await
     .unwrap();
     let tx2 = common::records_of(&builder, &common::insert_tx(2, 10, 12), 1);
-    a.publish_part(&tx2[..4]).await.unwrap();
-    a.publish_part(&tx2[4..8]).await.unwrap();
-    if reads_while_open {
-        assert_eq!(
-            gnos(&committed_ids(log, &names.data_topic()).await),
-            BTreeMap::from([(1, 2)]),
-            "parts are not visible before the end of their source transaction"
-        );
-    }
-    a.publish(&tx2[8..], &checkpoint(2)).await.unwrap();
+    a.publish(&tx2[..4], &inside(1, 2, 4)).await.unwrap();
+    a.publish(&tx2[4..8], &inside(1, 2, 8)).await.unwrap();
     assert_eq!(
         gnos(&committed_ids(log, &names.data_topic()).await),
-        BTreeMap::from([(1, 2), (2, 12)])
+        BTreeMap::from([(1, 2), (2, 8)]),
+        "a slice is visible once committed"
     );
-    // tx 3: two parts, then the owner dies
+    a.publish(&tx2[8..], &checkpoint(2)).await.unwrap();
+    // tx 3: one slice committed, then the owner dies halfway through the next one
     let tx3 = common::records_of(&builder, &common::insert_tx(3, 30, 6), 1);
-    a.publish_part(&tx3[..3]).await.unwrap();
-    a.publish_part(&tx3[3..5]).await.unwrap();
-    drop(a);
+    a.publish(&tx3[..3], &inside(2, 3, 3)).await.unwrap();
+    let mut dying = a.into_producer();
+    dying.begin().await.unwrap();
+    dying.send(&tx3[3..5]).await.unwrap();
     let (mut b, plan) = ExactlyOncePublisher::open(log, names.owner(2), checkpoint(1))
         .await
         .unwrap();
     assert_eq!(
         plan.checkpoint,
-        checkpoint(2),
-        "resumes after tx 2, before tx 3"
+        inside(2, 3, 3),
+        "resumes inside tx 3, after its committed slice"
     );
     assert!(matches!(plan.source, CheckpointSource::Kafka));
-    // the replay of tx 3, whole, by the new owner
+    assert!(plan.raft_behind);
+    // the new owner publishes the rest of tx 3 (its runner replays the transaction and cuts
+    // the changes the checkpoint names as committed)
     let replay = common::records_of(&builder, &common::insert_tx(3, 30, 6), 2);
-    b.publish_part(&replay[..3]).await.unwrap();
     b.publish(&replay[3..], &checkpoint(3)).await.unwrap();
+    let ids = committed_ids(log, &names.data_topic()).await;
     assert_eq!(
-        gnos(&committed_ids(log, &names.data_topic()).await),
+        gnos(&ids),
         BTreeMap::from([(1, 2), (2, 12), (3, 6)]),
-        "each row once: the dead owner's parts never show"
+        "each row once: the dead owner's open slice never shows"
     );
+    let distinct: std::collections::BTreeSet<_> = ids.iter().collect();
+    assert_eq!(distinct.len(), ids.len(), "no record twice: {ids:?}");
+    drop(dying);
 }
 
 #[tokio::test]
-async fn model_a_sliced_source_transaction_commits_whole_or_not_at_all() {
-    a_sliced_source_transaction_commits_whole_or_not_at_all(&MemoryTransactionalLog::new(3), true)
-        .await;
+async fn model_a_sliced_source_transaction_commits_slice_by_slice_exactly_once() {
+    a_sliced_source_transaction_commits_slice_by_slice_exactly_once(&MemoryTransactionalLog::new(
+        3,
+    ))
+    .await;
 }
 
 /// The dev services' real broker: every scenario above on Apache Kafka.
@@ -487,5 +497,5 @@ async fn real_broker_contract() {
     let ids = committed_ids(&log, &names.data_topic()).await;
     assert_eq!(gnos(&ids), BTreeMap::from([(1, 1), (2, 1), (3, 1)]));
     offsets_record_from_an_earlier_life_is_ignored(&log).await;
-    a_sliced_source_transaction_commits_whole_or_not_at_all(&log, false).await;
+    a_sliced_source_transaction_commits_slice_by_slice_exactly_once(&log).await;
 }

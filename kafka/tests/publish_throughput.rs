@@ -203,6 +203,7 @@ async fn throughput_idempotent_and_transactional() {
         position: Position::empty(Flavor::Mysql),
         processed: None,
         snapshot: SnapshotProgress::default(),
+        within: None,
     };
     let owner = OwnerIdentity {
         pipeline: "bench",
@@ -225,6 +226,7 @@ async fn throughput_idempotent_and_transactional() {
                 position,
                 processed: None,
                 snapshot: SnapshotProgress::default(),
+                within: None,
             };
             eos.publish(&records, &cp).await.unwrap();
         }

@@ -7,10 +7,13 @@
 //! Before slicing, the owner held the whole transaction decoded and then every record of it:
 //! about 2.5 KiB per row change, 5 GB for this one.
 //!
-//! The exactly-once variant (ignored until the runner slices exactly-once transactions) asks
-//! more: the slices in one Kafka transaction, committed with the offsets record after the last
-//! one, so a read_committed consumer sees none of the killed owner's records and every row's
-//! update exactly once from the new owner.
+//! The exactly-once variant commits each slice in a Kafka transaction of its own, with an
+//! offsets record naming the point inside the source transaction (one Kafka transaction for
+//! the whole of it outlived the broker's transaction timeout and was aborted, its producer
+//! fenced, so it never finished: live run of 2026-12-05). Killed in the middle, the next owner
+//! resumes after the last committed slice: a read_committed consumer sees every row's update
+//! exactly once, the killed owner's committed slices numbered first and the new owner's going
+//! on from there, and nothing of the slice the killed owner left open.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -64,13 +67,9 @@ fn a_two_million_row_transaction_streams_in_slices_under_the_memory_budget_acros
     two_million_rows_in_one_transaction("at_least_once");
 }
 
-/// Not yet: exactly-once pipelines still hold a transaction whole (see the runner). With the
-/// slices in one Kafka transaction, the broker aborted it after transaction_timeout_ms (60 s)
-/// and fenced the producer, so neither owner ever finished (live run of 2026-12-05).
 #[test]
-#[ignore = "exactly-once slicing needs a commit per slice with a resume point inside the transaction"]
-fn exactly_once_a_two_million_row_transaction_commits_whole_under_the_memory_budget_across_a_kill()
-{
+fn exactly_once_a_two_million_row_transaction_commits_slice_by_slice_under_the_memory_budget_across_a_kill(
+) {
     two_million_rows_in_one_transaction("exactly_once");
 }
 
@@ -106,11 +105,6 @@ fn two_million_rows_in_one_transaction(delivery: &str) {
     let server_id = if exactly_once { 8200 } else { 8100 } + std::process::id() % 90;
     let mut definition = live.definition("lt", "mysql", server_id, "t", &bootstrap, &prefix);
     definition["kafka"]["delivery"] = delivery.into();
-    if exactly_once {
-        // the whole source transaction is one Kafka transaction: it must commit within this
-        // (a debug build on a loaded machine publishes it in minutes)
-        definition["kafka"]["transaction_timeout_ms"] = 600_000.into();
-    }
     let (first, first_epoch) = cluster.create_streaming(leader, &definition, SETTLE);
 
     live.sql("UPDATE `{schema}`.t SET v = v + 1");
@@ -131,14 +125,7 @@ fn two_million_rows_in_one_transaction(delivery: &str) {
         .map(|p| p.id())
         .collect();
     let deadline = Instant::now() + PUBLISH_TIMEOUT;
-    // exactly-once sends a slice without waiting for the fence check of each record: it is
-    // killed earlier, to be sure it dies before its commit
-    let kill_after = if exactly_once {
-        KILL_AFTER / 3
-    } else {
-        KILL_AFTER
-    };
-    while records_in(&consumer, &topic, &partitions) < kill_after {
+    while records_in(&consumer, &topic, &partitions) < KILL_AFTER {
         assert!(
             Instant::now() < deadline,
             "the first owner published too little"
@@ -158,10 +145,10 @@ fn two_million_rows_in_one_transaction(delivery: &str) {
         !covers(&checkpoint_at_kill, &update),
         "the checkpoint moved past the update while it streamed"
     );
-    // at-least-once: killed in the middle of the transaction; exactly-once: before its commit
-    // (all of its records may have been sent: none of them shows, as checked below)
+    // killed in the middle of the transaction (exactly-once: the high watermark counts
+    // uncommitted records and commit markers too; the consumer below proves the middle)
     assert!(
-        exactly_once || published_by_first < ROWS as i64,
+        published_by_first < ROWS as i64,
         "killed in the middle of the transaction"
     );
     let via = [1, 2, 3].into_iter().find(|&w| w != first).unwrap();
@@ -172,20 +159,140 @@ fn two_million_rows_in_one_transaction(delivery: &str) {
                 .map(|(o, e, _)| (o, e))
         })
         .unwrap_or_else(|| panic!("no takeover: {:?}", cluster.pipeline_status(via, "lt")));
+    if exactly_once {
+        exactly_once_rows(
+            &consumer,
+            &mut cluster,
+            (first_epoch, first_rss),
+            (second, second_epoch),
+            deadline,
+        );
+    } else {
+        at_least_once_rows(
+            &consumer,
+            &mut cluster,
+            (&topic, &partitions),
+            published_by_first,
+            (first_epoch, first_rss),
+            (second, second_epoch),
+            deadline,
+        );
+    }
+    // the checkpoint moved past the transaction once its last part was acknowledged
+    let moved = cluster.wait_until(SETTLE, |c| {
+        covers(&c.pipeline_status(via, "lt")?["position"], &update).then_some(())
+    });
+    assert!(
+        moved.is_some(),
+        "the checkpoint never moved past the update"
+    );
+}
+
+/// Exactly-once: the read_committed topic holds every row's update exactly once: the killed
+/// owner's committed slices numbered from 0, the next owners' records going on from there,
+/// nothing of the killed owner's open slice; both owners under the memory budget.
+fn exactly_once_rows(
+    consumer: &BaseConsumer,
+    cluster: &mut Cluster,
+    (first_epoch, first_rss): (u64, u64),
+    (second, second_epoch): (u64, u64),
+    deadline: Instant,
+) {
+    let mut records = BTreeSet::new();
+    let mut keys = BTreeSet::new();
+    let mut first_records = BTreeSet::new();
+    let mut later_epochs = BTreeSet::new();
+    let mut second_rss = 0;
+    let mut polls = 0u64;
+    while (records.len() as u64) < ROWS {
+        assert!(
+            Instant::now() < deadline,
+            "read {} of {ROWS} committed updates",
+            records.len()
+        );
+        polls += 1;
+        if polls.is_multiple_of(2048) {
+            second_rss = second_rss.max(cluster.peak_rss_bytes(second).unwrap_or(0));
+        }
+        let Some(Ok(m)) = consumer.poll(Duration::from_millis(500)) else {
+            continue;
+        };
+        let epoch: u64 = header(&m, "capstan.epoch").parse().unwrap();
+        let record: u64 = header(&m, "capstan.record").parse().unwrap();
+        assert!(
+            records.insert(record),
+            "record {record} twice (epoch {epoch})"
+        );
+        let key: Value = serde_json::from_slice(m.key().unwrap()).unwrap();
+        assert!(keys.insert(key["id"].as_u64().unwrap()), "a key twice");
+        if epoch == first_epoch {
+            first_records.insert(record);
+        } else {
+            assert!(epoch >= second_epoch, "record of epoch {epoch}");
+            if epoch != second_epoch {
+                later_epochs.insert(epoch);
+            }
+        }
+    }
+    second_rss = second_rss.max(cluster.peak_rss_bytes(second).unwrap_or(0));
+    // nothing more comes: the killed owner's open slice stays invisible
+    assert!(
+        !matches!(consumer.poll(Duration::from_secs(3)), Some(Ok(_))),
+        "a record beyond the transaction's"
+    );
+    let from_first = first_records.len() as u64;
+    eprintln!(
+        "exactly_once: peak rss: first owner {} MiB ({from_first} records committed before the kill), new owner {} MiB; later epochs {later_epochs:?}",
+        first_rss >> 20,
+        second_rss >> 20
+    );
+    // the scenario happened: the first owner committed slices, and died inside the
+    // transaction; its records are a prefix, the new owner's the rest
+    assert!(
+        from_first > 0 && from_first < ROWS,
+        "{from_first} records of the first owner"
+    );
+    assert_eq!(first_records.last(), Some(&(from_first - 1)), "a prefix");
+    assert_eq!(records.len() as u64, ROWS);
+    assert_eq!(records.last(), Some(&(ROWS - 1)));
+    assert_eq!(keys.len() as u64, ROWS);
+    assert!(
+        first_rss < RSS_BUDGET,
+        "first owner peak rss {} MiB",
+        first_rss >> 20
+    );
+    assert!(
+        second_rss < RSS_BUDGET,
+        "new owner peak rss {} MiB",
+        second_rss >> 20
+    );
+}
+
+/// At-least-once: the new owner replays the transaction whole; every row's update from it,
+/// exactly once, numbered 0..ROWS in order, after the killed owner's records.
+fn at_least_once_rows(
+    consumer: &BaseConsumer,
+    cluster: &mut Cluster,
+    (topic, partitions): (&str, &[i32]),
+    published_by_first: i64,
+    (first_epoch, first_rss): (u64, u64),
+    (second, second_epoch): (u64, u64),
+    deadline: Instant,
+) {
     let want_total = published_by_first + ROWS as i64;
     let mut second_rss = 0;
-    while records_in(&consumer, &topic, &partitions) < want_total {
+    while records_in(consumer, topic, partitions) < want_total {
         assert!(
             Instant::now() < deadline,
             "the new owner published {} of {ROWS}",
-            records_in(&consumer, &topic, &partitions) - published_by_first
+            records_in(consumer, topic, partitions) - published_by_first
         );
         second_rss = second_rss.max(cluster.peak_rss_bytes(second).unwrap_or(0));
         std::thread::sleep(Duration::from_millis(200));
     }
     second_rss = second_rss.max(cluster.peak_rss_bytes(second).unwrap_or(0));
     eprintln!(
-        "{delivery}: peak rss: first owner {} MiB (killed after {published_by_first} records), new owner {} MiB",
+        "at_least_once: peak rss: first owner {} MiB (killed after {published_by_first} records), new owner {} MiB",
         first_rss >> 20,
         second_rss >> 20
     );
@@ -200,21 +307,17 @@ fn two_million_rows_in_one_transaction(delivery: &str) {
         second_rss >> 20
     );
 
-    // every row's update from the new owner, exactly once, numbered 0..ROWS in order (and,
-    // exactly-once, nothing of the killed owner's open transaction)
-    let want_read = if exactly_once {
-        ROWS as i64
-    } else {
-        want_total
-    };
+    // every row's update from the new owner, exactly once, numbered 0..ROWS in order
     let mut records = BTreeSet::new();
     let mut keys = BTreeSet::new();
     let (mut from_first, mut other) = (0u64, 0u64);
     let mut seen = 0i64;
-    let mut later_epochs = BTreeSet::new();
     let read_deadline = Instant::now() + Duration::from_secs(600);
-    while seen < want_read {
-        assert!(Instant::now() < read_deadline, "read {seen} of {want_read}");
+    while seen < want_total {
+        assert!(
+            Instant::now() < read_deadline,
+            "read {seen} of {want_total}"
+        );
         let Some(Ok(m)) = consumer.poll(Duration::from_millis(500)) else {
             continue;
         };
@@ -224,14 +327,9 @@ fn two_million_rows_in_one_transaction(delivery: &str) {
             from_first += 1;
             continue;
         }
-        // exactly-once: whichever owner commits the transaction (a later one, if ownership
-        // moves again on a loaded machine), each row's update is there exactly once
-        if epoch != second_epoch && !(exactly_once && epoch > second_epoch) {
+        if epoch != second_epoch {
             other += 1;
             continue;
-        }
-        if epoch != second_epoch {
-            later_epochs.insert(epoch);
         }
         let record: u64 = header(&m, "capstan.record").parse().unwrap();
         assert!(records.insert(record), "record {record} twice");
@@ -239,32 +337,12 @@ fn two_million_rows_in_one_transaction(delivery: &str) {
         keys.insert(key["id"].as_u64().unwrap());
     }
     assert_eq!(other, 0, "records of a third epoch");
-    if !later_epochs.is_empty() {
-        eprintln!("{delivery}: committed by a later owner, epochs {later_epochs:?}");
-    }
-    if exactly_once {
-        assert_eq!(from_first, 0, "the killed owner's open transaction showed");
-        // and nothing more comes: the aborted records stay invisible
-        assert!(
-            !matches!(consumer.poll(Duration::from_secs(3)), Some(Ok(_))),
-            "a record beyond the new owner's"
-        );
-    } else {
-        assert_eq!(from_first as i64, published_by_first);
-    }
+    assert_eq!(from_first as i64, published_by_first);
     assert_eq!(records.len() as u64, ROWS);
     assert_eq!(records.first(), Some(&0));
     assert_eq!(records.last(), Some(&(ROWS - 1)));
     assert_eq!(keys.len() as u64, ROWS);
     assert_eq!(keys.last(), Some(&(ROWS - 1)));
-    // the checkpoint moved past the transaction once its last part was acknowledged
-    let moved = cluster.wait_until(SETTLE, |c| {
-        covers(&c.pipeline_status(via, "lt")?["position"], &update).then_some(())
-    });
-    assert!(
-        moved.is_some(),
-        "the checkpoint never moved past the update"
-    );
 }
 
 /// The update's GTID, from the `capstan.position` header of the first record on the topic

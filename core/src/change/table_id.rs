@@ -3,7 +3,9 @@
 use std::fmt;
 
 /// A table, named by its schema (database) and table name as the server reports them.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[derive(
+    Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, serde::Serialize, serde::Deserialize,
+)]
 pub struct TableId {
     /// Schema (database) name.
     pub schema: String,

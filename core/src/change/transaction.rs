@@ -3,7 +3,7 @@
 use std::fmt;
 
 use super::change::Change;
-use crate::position::{Gtid, MariadbGtid, Position};
+use crate::position::{Flavor, Gtid, MariadbGtid, ParseError, Position};
 
 /// The GTID that identifies a committed transaction, in its server flavour.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -15,6 +15,14 @@ pub enum TransactionGtid {
 }
 
 impl TransactionGtid {
+    /// Parses a GTID as [`fmt::Display`] writes it, in `flavor`'s syntax.
+    pub fn parse(flavor: Flavor, text: &str) -> Result<Self, ParseError> {
+        Ok(match flavor {
+            Flavor::Mysql => TransactionGtid::Mysql(text.parse()?),
+            Flavor::Mariadb => TransactionGtid::Mariadb(text.parse()?),
+        })
+    }
+
     /// True when `position` covers this transaction (same flavour, and the GTID is in it).
     pub fn is_covered_by(&self, position: &Position) -> bool {
         match (position, self) {
@@ -91,5 +99,24 @@ mod coverage_tests {
         assert!(m.is_covered_by(&pos("0-2-6")));
         assert!(!m.is_covered_by(&pos("0-2-5")));
         assert!(!g.is_covered_by(&pos("0-2-6")));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gtid_parses_back_from_its_text_in_its_flavour() {
+        for (flavor, text) in [
+            (Flavor::Mysql, "3e11fa47-71ca-11e1-9e33-c80aa9429562:23"),
+            (Flavor::Mysql, "3e11fa47-71ca-11e1-9e33-c80aa9429562:tag1:7"),
+            (Flavor::Mariadb, "0-1-42"),
+        ] {
+            let gtid = TransactionGtid::parse(flavor, text).unwrap();
+            assert_eq!(gtid.to_string(), text);
+        }
+        assert!(TransactionGtid::parse(Flavor::Mariadb, "3e11fa47:1").is_err());
+        assert!(TransactionGtid::parse(Flavor::Mysql, "0-1-42").is_err());
     }
 }

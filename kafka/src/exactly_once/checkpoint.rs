@@ -6,6 +6,8 @@ use std::fmt;
 use capstan_core::position::{InvalidResumePoint, Position, ResumePoint};
 use serde::{Deserialize, Serialize};
 
+use super::within_transaction::WithinTransaction;
+
 /// One table's snapshot progress.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -54,6 +56,11 @@ pub struct Checkpoint {
     /// Snapshot progress.
     #[serde(default)]
     pub snapshot: SnapshotProgress,
+    /// Exactly-once, inside a source transaction published in slices: how much of the
+    /// transaction after `processed` is committed. `None` (absent from the record) between
+    /// transactions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within: Option<WithinTransaction>,
 }
 
 impl Checkpoint {
@@ -64,7 +71,15 @@ impl Checkpoint {
             position,
             processed,
             snapshot,
+            within: None,
         }
+    }
+
+    /// The same checkpoint, inside the transaction `within` names (`None`: between
+    /// transactions).
+    pub fn inside(mut self, within: Option<WithinTransaction>) -> Self {
+        self.within = within;
+        self
     }
 
     /// Its position and processed position as one point; a record whose processed position
@@ -79,12 +94,21 @@ impl Checkpoint {
     }
 
     /// True when `self` covers everything `other` covers: `other`'s position and processed
-    /// position are subsets of ours, and we committed at least as many snapshot chunks.
-    /// Along one history every component only grows, so of two checkpoints of one pipeline
-    /// the later covers the earlier; with equal positions, the processed positions decide.
+    /// position are subsets of ours, we committed at least as many snapshot chunks, and if
+    /// `other` is inside a transaction, ours holds that transaction whole or is inside it at
+    /// least as far. Along one history every component only grows, so of two checkpoints of
+    /// one pipeline the later covers the earlier; with equal positions, the processed
+    /// positions decide, and with equal processed positions the point inside the transaction.
     pub fn covers(&self, other: &Checkpoint) -> bool {
         other.position.is_subset(&self.position)
             && other.processed().is_subset(self.processed())
             && self.snapshot.chunks_committed >= other.snapshot.chunks_committed
+            && other.within.as_ref().is_none_or(|theirs| {
+                theirs.is_completed_in(self.processed())
+                    || self
+                        .within
+                        .as_ref()
+                        .is_some_and(|ours| ours.is_at_or_past(theirs))
+            })
     }
 }

@@ -33,14 +33,17 @@
 //!
 //! # A source transaction larger than memory
 //!
-//! The records of a source transaction handed out in slices go into one Kafka transaction:
-//! [`ExactlyOncePublisher::publish_part`] begins it (if it is not open yet) and sends a part,
-//! and the [`publish`](ExactlyOncePublisher::publish) of the batch that ends the source
-//! transaction sends the rest and the offsets record and commits. A read_committed consumer
-//! sees the whole source transaction or nothing of it; an owner that dies in the middle
-//! leaves the Kafka transaction open, and the next owner's `init_transactions` aborts it. The
-//! whole source transaction must be published within the transaction timeout. (The runner does
-//! not hand exactly-once pipelines their transactions in slices yet: see `PipelineRunner`.)
+//! A source transaction handed out in slices is committed slice by slice: each slice's records
+//! go into a Kafka transaction of their own with an offsets record whose checkpoint stays
+//! before the source transaction and names the point inside it
+//! ([`Checkpoint::within`](super::Checkpoint), [`WithinTransaction`](super::WithinTransaction)).
+//! One Kafka transaction for the whole source transaction would stay open for as long as it
+//! takes to publish, and the broker aborts a transaction older than `transaction_timeout_ms`
+//! (seen live: a 2M-row transaction never finished, its producer fenced at every try). So a
+//! read_committed consumer sees such a transaction slice by slice, each slice exactly once;
+//! an owner that dies between slices leaves its open slice to be aborted by the next owner's
+//! `init_transactions`, and the next owner resumes inside the transaction, after the last
+//! committed slice.
 //!
 //! # Failures
 //!
@@ -78,15 +81,8 @@ pub struct ExactlyOncePublisher<P: TransactionalProducer> {
     offsets_topic: String,
     incarnation: Option<String>,
     fenced: bool,
-    /// A Kafka transaction is open (between batches: it holds parts of a source transaction
-    /// handed out in slices).
+    /// A Kafka transaction is open.
     open: bool,
-    /// The open transaction holds parts of a source transaction.
-    holds_parts: bool,
-    /// Parts of a source transaction were aborted: the rest of it must not be published
-    /// alone, so this publisher publishes nothing more (its runner replays the source
-    /// transaction from the checkpoint with a new one).
-    parts_aborted: bool,
     step_hook: Option<fn(PublishStep)>,
 }
 
@@ -163,8 +159,6 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
                 incarnation: owner.incarnation.map(str::to_string),
                 fenced: false,
                 open: false,
-                holds_parts: false,
-                parts_aborted: false,
                 step_hook: None,
             },
             plan,
@@ -187,33 +181,15 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
             incarnation: self.incarnation.clone(),
         }
         .to_record(&self.offsets_topic)?;
-        let result = self.transaction(records, Some(offsets)).await;
+        let result = self.transaction(records, offsets).await;
         self.failed(&result).await;
         result
     }
 
-    /// Sends `records`, a part of a source transaction handed out in slices, inside the Kafka
-    /// transaction that will carry the rest of it (begun here if it is not open yet). `Ok`
-    /// means acknowledged inside the open transaction, not committed: the caller must not
-    /// checkpoint it. The `publish` of the batch that ends the source transaction commits it.
-    pub async fn publish_part(&mut self, records: &[KafkaRecord]) -> Result<(), SinkError> {
-        self.usable()?;
-        self.holds_parts = true;
-        let result = self.transaction(records, None).await;
-        self.failed(&result).await;
-        result
-    }
-
-    /// Refuses a publish once fenced, or once parts of a source transaction were aborted.
+    /// Refuses a publish once fenced.
     fn usable(&self) -> Result<(), SinkError> {
         if self.fenced {
             return Err(SinkError::ProducerFenced);
-        }
-        if self.parts_aborted {
-            return Err(SinkError::TransactionFailed {
-                kafka_code: "sliced_transaction_aborted".into(),
-                retriable: true,
-            });
         }
         Ok(())
     }
@@ -222,9 +198,6 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
     /// is aborted (nothing of it becomes visible) and the next batch begins a new one.
     async fn failed(&mut self, result: &Result<(), SinkError>) {
         if let Err(e) = result {
-            // parts of a source transaction are lost with the transaction that held them
-            self.parts_aborted |= self.holds_parts;
-            self.holds_parts = false;
             self.open = false;
             if *e == SinkError::ProducerFenced {
                 self.fenced = true;
@@ -238,12 +211,11 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
         }
     }
 
-    /// Sends `records` in the open transaction (begun first if none is), then, with
-    /// `offsets`, the offsets record, and commits.
+    /// Begins a transaction, sends `records` and then the offsets record in it, and commits.
     async fn transaction(
         &mut self,
         records: &[KafkaRecord],
-        offsets: Option<KafkaRecord>,
+        offsets: KafkaRecord,
     ) -> Result<(), SinkError> {
         let hook = self.step_hook.unwrap_or(|_| {});
         if !self.open {
@@ -256,16 +228,12 @@ impl<P: TransactionalProducer> ExactlyOncePublisher<P> {
         if !records.is_empty() {
             hook(PublishStep::RowsSent);
         }
-        let Some(offsets) = offsets else {
-            return Ok(());
-        };
         self.producer.send(std::slice::from_ref(&offsets)).await?;
-        if !records.is_empty() || self.holds_parts {
+        if !records.is_empty() {
             hook(PublishStep::OffsetsSent);
         }
         self.producer.commit().await?;
         self.open = false;
-        self.holds_parts = false;
         hook(PublishStep::Committed);
         Ok(())
     }

@@ -14,6 +14,7 @@ mod memory_log;
 mod offsets_record;
 mod resume_plan;
 mod transactional_log;
+mod within_transaction;
 
 pub use checkpoint::{Checkpoint, SnapshotProgress, TableProgress};
 pub use exactly_once_publisher::{ExactlyOncePublisher, OwnerIdentity, PublishStep};
@@ -22,3 +23,4 @@ pub use memory_log::{MemoryProducer, MemoryTransactionalLog};
 pub use offsets_record::{OffsetsRecord, OFFSETS_RECORD_VERSION};
 pub use resume_plan::{CheckpointSource, ResumePlan};
 pub use transactional_log::{TransactionalLog, TransactionalProducer};
+pub use within_transaction::WithinTransaction;

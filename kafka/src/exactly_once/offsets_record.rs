@@ -101,6 +101,7 @@ mod tests {
                 position: Position::parse(Flavor::Mariadb, text).unwrap(),
                 processed: None,
                 snapshot: SnapshotProgress::default(),
+                within: None,
             },
             incarnation: Some("i1".into()),
         };

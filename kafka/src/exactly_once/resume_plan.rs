@@ -106,6 +106,7 @@ mod tests {
                 chunks_committed: chunks,
                 tables: Default::default(),
             },
+            within: None,
         }
     }
 
@@ -179,6 +180,7 @@ mod tests {
             position: Position::empty(Flavor::Mariadb),
             processed: None,
             snapshot: SnapshotProgress::default(),
+            within: None,
         };
         assert!(ResumePlan::decide("p", Some(m), cp(&format!("{A}:1"), 0)).is_err());
     }
@@ -189,6 +191,7 @@ mod tests {
             position: maria(checkpoint),
             processed: processed.map(maria),
             snapshot: SnapshotProgress::default(),
+            within: None,
         }
     }
 
@@ -244,6 +247,57 @@ mod tests {
             "p",
             Some(pair("0-1-19", Some("0-1-26"))),
             pair("0-1-21", Some("0-1-22")),
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "checkpoints_diverged");
+    }
+
+    fn inside(checkpoint: &str, gtid: &str, next_change: u64) -> Checkpoint {
+        pair(checkpoint, None).inside(Some(crate::exactly_once::WithinTransaction {
+            gtid: gtid.into(),
+            next_change,
+            records: Default::default(),
+            capture: "c".into(),
+        }))
+    }
+
+    #[test]
+    fn a_point_inside_a_sliced_transaction_is_ahead_of_the_point_before_it() {
+        // Kafka committed slices of 0-1-20 (the checkpoint stays before it); Raft, which
+        // moves only at a transaction's end, is at the same position: Kafka, inside
+        let kafka = inside("0-1-19", "0-1-20", 4096);
+        let p = ResumePlan::decide("p", Some(kafka.clone()), pair("0-1-19", None)).unwrap();
+        assert_eq!((p.source, p.raft_behind), (CheckpointSource::Kafka, true));
+        assert_eq!(p.checkpoint, kafka);
+        // further inside the same transaction is ahead; an earlier point is behind
+        let p = ResumePlan::decide(
+            "p",
+            Some(inside("0-1-19", "0-1-20", 8192)),
+            inside("0-1-19", "0-1-20", 4096),
+        )
+        .unwrap();
+        assert_eq!(p.source, CheckpointSource::Kafka);
+        let p = ResumePlan::decide(
+            "p",
+            Some(inside("0-1-19", "0-1-20", 4096)),
+            inside("0-1-19", "0-1-20", 8192),
+        )
+        .unwrap();
+        assert_eq!(p.source, CheckpointSource::Raft);
+        // the transaction completed (Raft recorded its end, the newest offsets records were
+        // lost): Raft covers the point inside it
+        let p = ResumePlan::decide(
+            "p",
+            Some(inside("0-1-19", "0-1-20", 4096)),
+            pair("0-1-20", None),
+        )
+        .unwrap();
+        assert_eq!((p.source, p.raft_behind), (CheckpointSource::Raft, false));
+        // the same position inside two different transactions: no single history
+        let e = ResumePlan::decide(
+            "p",
+            Some(inside("0-1-19", "0-1-20", 4096)),
+            inside("0-1-19", "0-2-20", 4096),
         )
         .unwrap_err();
         assert_eq!(e.code(), "checkpoints_diverged");

@@ -18,8 +18,11 @@ use crate::SinkError;
 
 /// Where the records of a transaction handed out in parts stand after the parts so far: the
 /// record count (the `capstan.record` header goes on from it) and the counters of the
-/// `transaction` block. A fresh one (`Default`) for each transaction.
-#[derive(Clone, Debug, Default)]
+/// `transaction` block. A fresh one (`Default`) for each transaction. Serializable: an
+/// exactly-once offsets record carries it, so a new owner numbers the rest of a transaction
+/// committed in slices as the old one would have.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TransactionProgress {
     records: usize,
     total_order: u64,
@@ -27,7 +30,29 @@ pub struct TransactionProgress {
     /// A part with changes was emitted (and its BEGIN, with a transaction topic).
     pub(super) begun: bool,
     /// The table of the first change: the END event is serialized for it.
+    #[serde(with = "shared_table")]
     pub(super) table: Option<std::sync::Arc<TableId>>,
+}
+
+/// `Option<Arc<TableId>>` as an optional table (serde's `rc` feature is not enabled).
+mod shared_table {
+    use std::sync::Arc;
+
+    use capstan_core::change::TableId;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        table: &Option<Arc<TableId>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        table.as_deref().serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Arc<TableId>>, D::Error> {
+        Ok(Option::<TableId>::deserialize(d)?.map(Arc::new))
+    }
 }
 
 /// A record's key, value (none: a tombstone) and the registry schemas they still need.

@@ -29,7 +29,9 @@
 //! the second core while this loop awaits the acknowledgements of the one before. What waits
 //! between the two is bounded by bytes ([`SOURCE_BUFFER_BYTES`]), a batch by
 //! [`MAX_BATCH_BYTES`], and a transaction larger than [`SLICE_BYTES`] comes in slices whose
-//! records are published as they come, the checkpoint moving only past its last part.
+//! records are published as they come, the checkpoint moving only past its last part
+//! (exactly-once commits each slice with a checkpoint naming the point inside the transaction,
+//! `WithinTransaction`, and a new owner resumes there).
 //!
 //! # Fencing
 //!
@@ -43,7 +45,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use capstan_connectors::mysql::{AssemblerConfig, AssemblerOutput, BinlogSource, SourceError};
 use capstan_core::position::{Position, ResumePoint};
-use capstan_kafka::config::DeliveryMode;
 use capstan_kafka::publisher::Fence;
 use capstan_kafka::record::RecordBuilder;
 use capstan_kafka::registry::SchemaRegistrar;
@@ -59,6 +60,7 @@ use super::record_encoder::RecordEncoder;
 use super::runner_deliver::{Batch, Payload};
 use super::runner_exit::RunnerExit;
 use super::runner_sink::RunnerSink;
+use super::sliced_transaction::NotResumable;
 use super::snapshot_driver::SnapshotDriver;
 use super::source_link_gauge::SourceLinkGauge;
 use super::spec_secrets::{resolve_secrets, HostSecrets};
@@ -75,8 +77,8 @@ pub const MAX_BATCH_ROWS: usize = 20_000;
 /// …or this many bytes of decoded changes (by `Change::approximate_bytes`).
 pub const MAX_BATCH_BYTES: usize = 16 << 20;
 /// A transaction holding more decoded changes than this is handed out by the source in slices
-/// of about this size (at-least-once delivery; see `AssemblerOutput::Slice`), so no stage
-/// holds a large transaction whole.
+/// of about this size (see `AssemblerOutput::Slice`), so no stage holds a large transaction
+/// whole; exactly-once commits each slice on its own (`WithinTransaction`).
 pub const SLICE_BYTES: usize = 8 << 20;
 /// The decoded changes waiting between the source task and the publisher, at most.
 pub const SOURCE_BUFFER_BYTES: usize = 32 << 20;
@@ -230,7 +232,7 @@ impl PipelineRunner {
         // checkpoint, which the start position below then resumes from
         let mut prepared = self.snapshot_start().await?;
         let start = self.start_position().await?;
-        let (mut sink, start) = self.open_sink(start, prepared.as_mut()).await?;
+        let (mut sink, start, within) = self.open_sink(start, prepared.as_mut()).await?;
         let mut snapshot = match prepared {
             Some(p) if !p.is_complete() => {
                 let mut driver = SnapshotDriver::new(p).await.map_err(RunnerExit::failed)?;
@@ -239,22 +241,16 @@ impl PipelineRunner {
             }
             _ => None,
         };
-        // a large transaction comes in slices, at-least-once. Exactly-once keeps transactions
-        // whole: its publisher can carry a source transaction's slices in one Kafka transaction
-        // (`ExactlyOncePublisher::publish_part`, proven on the contract tests), but that Kafka
-        // transaction stays open while the whole source transaction is published, and the
-        // broker aborts one older than `transaction_timeout_ms` (60 s; at most the broker's
-        // transaction.max.timeout.ms, 15 min): a 2M-row transaction takes longer, its producer
-        // is fenced (`kafka_producer_fenced`, seen live 2026-12-05) and every retry starts it
-        // over. Slicing exactly-once needs a commit per slice with a resume point inside the
-        // source transaction (its position and the records already committed)
-        let slice_bytes =
-            (self.spec.sink.delivery == DeliveryMode::AtLeastOnce).then_some(SLICE_BYTES);
+        // a large transaction comes in slices, in both modes. Exactly-once commits each slice
+        // in a Kafka transaction of its own, with a checkpoint inside the source transaction
+        // (`WithinTransaction`): one Kafka transaction for a whole 2M-row source transaction
+        // outlives the broker's `transaction_timeout_ms` and is aborted, its producer fenced
+        // (seen live 2026-12-05)
         let assembler = AssemblerConfig {
             filter: self.spec.tables.clone(),
             columns: self.spec.source.columns.clone(),
             xa: self.spec.xa,
-            slice_bytes,
+            slice_bytes: Some(SLICE_BYTES),
             ..AssemblerConfig::default()
         };
         let mut source = BinlogSource::start_observed(
@@ -291,6 +287,23 @@ impl PipelineRunner {
                 self.spec.tables.clone(),
             )
         });
+        if let Some(within) = within {
+            // exactly-once, inside a transaction committed in slices: the encoder that will
+            // see its replay first cuts it after the committed slices
+            let first = source_encoder.as_mut().unwrap_or(&mut encoder);
+            let cut =
+                first
+                    .resume_inside(&within, source.flavor())
+                    .map_err(|e| RunnerExit::Failed {
+                        code: e.code().to_string(),
+                        detail: Some(e.to_string()),
+                    })?;
+            if cut {
+                info!(pipeline = %self.name, epoch = self.epoch, gtid = %within.gtid, next_change = within.next_change, "resuming inside a transaction committed in slices");
+            } else {
+                warn!(pipeline = %self.name, epoch = self.epoch, gtid = %within.gtid, next_change = within.next_change, "the capture list changed inside a transaction committed in slices: its committed slices are published again");
+            }
+        }
         if snapshot.is_some() {
             self.report(RunnerState::Snapshotting).await?;
             info!(pipeline = %self.name, epoch = self.epoch, flavor = %source.flavor(), "snapshotting");
@@ -386,6 +399,12 @@ impl PipelineRunner {
                         let (payload, position, handed_out) = match item {
                             Ok(ok) => ok,
                             Err(ItemError::Record(e)) => return Err(RunnerExit::from_sink(&e)),
+                            Err(ItemError::NotResumable(e)) => {
+                                return Err(RunnerExit::Failed {
+                                    code: e.code().to_string(),
+                                    detail: Some(e.to_string()),
+                                })
+                            }
                             Err(ItemError::Source(e)) => {
                                 if e.code() == "data_gap" {
                                     let lost = LostPosition::decide(
@@ -578,6 +597,8 @@ enum ItemError {
     Source(SourceError),
     /// An output could not be encoded (a record too large, a value that cannot be JSON).
     Record(SinkError),
+    /// The checkpoint is inside a transaction the source did not hand out first.
+    NotResumable(NotResumable),
 }
 
 /// The source's checkpoint and processed position as one point; a pair that breaks the rule
@@ -589,13 +610,13 @@ fn resume_point(checkpoint: &Position, processed: &Position) -> Result<ResumePoi
 
 /// Encodes an output on the source task.
 fn encode(encoder: &mut RecordEncoder, output: AssemblerOutput) -> Result<Payload, ItemError> {
-    let output = encoder.admit(output);
+    let output = encoder.admit(output).map_err(ItemError::NotResumable)?;
     let encoded = encoder
         .encode(&output, now_ms())
         .map_err(ItemError::Record)?;
     Ok(Payload::Encoded {
         encoded,
-        inside_transaction: encoder.inside_transaction(),
+        within: encoder.within(),
     })
 }
 

@@ -8,10 +8,13 @@
 
 use capstan_connectors::mysql::{AssemblerOutput, TableFilter};
 use capstan_core::change::{SchemaChange, TableId};
+use capstan_core::position::Flavor;
+use capstan_kafka::exactly_once::WithinTransaction;
 use capstan_kafka::record::{BinlogCoordinates, KafkaRecord, RecordBuilder, RecordContext};
 use capstan_kafka::SinkError;
+use sha2::{Digest, Sha256};
 
-use super::sliced_transaction::SlicedTransaction;
+use super::sliced_transaction::{NotResumable, SlicedTransaction};
 
 /// The records of one output and what they count for.
 #[derive(Debug, Default)]
@@ -40,7 +43,16 @@ pub struct RecordEncoder {
     pipeline: String,
     epoch: u64,
     tables: TableFilter,
+    /// A digest of `tables`: a checkpoint inside a transaction counts its changes under it.
+    capture: String,
     sliced: Option<SlicedTransaction>,
+}
+
+/// A digest of a capture list (of its rendering by this build): which changes a transaction
+/// hands out, and so how they are counted, depends on it.
+pub fn capture_digest(tables: &TableFilter) -> String {
+    let digest = Sha256::digest(format!("{tables:?}").as_bytes());
+    digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
 }
 
 /// True when a schema change concerns what the pipeline captures: a captured table, or (for a
@@ -72,9 +84,32 @@ impl RecordEncoder {
             builder,
             pipeline: pipeline.to_string(),
             epoch,
+            capture: capture_digest(&tables),
             tables,
             sliced: None,
         }
+    }
+
+    /// Starts inside the transaction an exactly-once checkpoint is in: its replay is cut
+    /// after the changes `within` names as committed, and its records numbered on from there.
+    /// `Ok(false)` (and no account) when the checkpoint counted the changes under another
+    /// capture list: the caller must then publish the transaction whole.
+    pub fn resume_inside(
+        &mut self,
+        within: &WithinTransaction,
+        flavor: Flavor,
+    ) -> Result<bool, NotResumable> {
+        if within.capture != self.capture {
+            return Ok(false);
+        }
+        self.sliced = Some(SlicedTransaction::resumed(within, flavor)?);
+        Ok(true)
+    }
+
+    /// The point inside the transaction handed out in slices after what was encoded, while
+    /// one is open (exactly-once commits it with the slice).
+    pub fn within(&self) -> Option<WithinTransaction> {
+        self.sliced.as_ref().map(|s| s.within(&self.capture))
     }
 
     /// The record builder (snapshot chunks are built with it too).
@@ -84,7 +119,7 @@ impl RecordEncoder {
 
     /// Trims a replayed part of a sliced transaction to what was not handed on yet (see
     /// [`SlicedTransaction::admit`]); call before gating, then [`Self::encode`] the result.
-    pub fn admit(&mut self, output: AssemblerOutput) -> AssemblerOutput {
+    pub fn admit(&mut self, output: AssemblerOutput) -> Result<AssemblerOutput, NotResumable> {
         SlicedTransaction::admit(&mut self.sliced, output)
     }
 
@@ -187,7 +222,7 @@ mod tests {
         let mut inside = Vec::new();
         let mut transactions = 0;
         for output in outputs {
-            let output = e.admit(output);
+            let output = e.admit(output).unwrap();
             let encoded = e.encode(&output, 42).unwrap();
             transactions += encoded.transactions;
             got.extend(encoded.records);

@@ -5,6 +5,7 @@
 use capstan_connectors::mysql::AssemblerOutput;
 use capstan_core::position::{Position, ResumePoint};
 use capstan_core::snapshot::ReadyChunk;
+use capstan_kafka::exactly_once::WithinTransaction;
 use capstan_kafka::record::{
     BinlogCoordinates, KafkaRecord, RecordBuilder, RecordContext, SnapshotChunk,
 };
@@ -39,8 +40,8 @@ pub(super) enum Payload {
     Encoded {
         /// Its records.
         encoded: Encoded,
-        /// A transaction handed out in slices is still open after it.
-        inside_transaction: bool,
+        /// A transaction handed out in slices is still open after it: the point inside it.
+        within: Option<WithinTransaction>,
     },
 }
 
@@ -91,16 +92,16 @@ impl PipelineRunner {
                 .await
                 .map_err(RunnerExit::failed)?;
         }
-        let mut inside_transaction = false;
+        let mut within = None;
         for (payload, after) in items {
             let (encoded, inside) = match payload {
                 // encoded on the source task (no snapshot gates this stream)
-                Payload::Encoded {
-                    encoded,
-                    inside_transaction,
-                } => (encoded, inside_transaction),
+                Payload::Encoded { encoded, within } => (encoded, within),
                 Payload::Output(output) => {
-                    let output = encoder.admit(output);
+                    let output = encoder.admit(output).map_err(|e| RunnerExit::Failed {
+                        code: e.code().to_string(),
+                        detail: Some(e.to_string()),
+                    })?;
                     // a transaction outside the waiting chunk's G: the chunk goes first
                     let before = snapshot.as_deref_mut().and_then(|d| d.take_before(&output));
                     if let (Some(chunk), Some(driver)) = (before, snapshot.as_deref()) {
@@ -120,14 +121,14 @@ impl PipelineRunner {
                     let encoded = encoder
                         .encode(&output, now)
                         .map_err(|e| RunnerExit::from_sink(&e))?;
-                    (encoded, encoder.inside_transaction())
+                    (encoded, encoder.within())
                 }
             };
             rows += encoded.rows;
             transactions += encoded.transactions;
             last_commit_micros = encoded.committed_at_micros.or(last_commit_micros);
             batch.extend(encoded.records);
-            inside_transaction = inside;
+            within = inside;
             // the chunk whose position this transaction completed
             let due = snapshot.as_deref_mut().and_then(|d| d.take_ready(&after));
             if let (Some(chunk), Some(driver)) = (due, snapshot.as_deref()) {
@@ -157,8 +158,11 @@ impl PipelineRunner {
                 .map_err(|e| RunnerExit::from_sink(&e))?;
         }
         let bytes: u64 = batch.iter().map(|r| r.approximate_size() as u64).sum();
-        let sent = if inside_transaction {
-            sink.publish_part(batch).await.map(|()| Sent::Durable)
+        let inside_transaction = within.is_some();
+        let sent = if let Some(within) = within {
+            sink.publish_part(batch, point, within)
+                .await
+                .map(|()| Sent::Durable)
         } else if snapshot.is_none() {
             // no chunk's progress waits on this batch: it may stay in flight while the next
             // is encoded and enqueued behind it

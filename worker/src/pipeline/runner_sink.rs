@@ -5,6 +5,7 @@
 use capstan_core::position::ResumePoint;
 use capstan_kafka::exactly_once::{
     Checkpoint, ExactlyOncePublisher, KafkaTransactionalProducer, SnapshotProgress,
+    WithinTransaction,
 };
 use capstan_kafka::publisher::{Acknowledgements, KafkaPublisher};
 use capstan_kafka::record::KafkaRecord;
@@ -53,13 +54,22 @@ impl RunnerSink {
     }
 
     /// Publishes the records of a part of a transaction the source hands out in slices,
-    /// without moving the checkpoint. At-least-once: acknowledged; exactly-once: acknowledged
-    /// inside the Kafka transaction that the batch ending the source transaction commits
-    /// (with the offsets record), so a consumer sees the whole source transaction or nothing.
-    pub async fn publish_part(&mut self, records: Vec<KafkaRecord>) -> Result<(), SinkError> {
+    /// without moving the checkpoint past the transaction: `point` stays before it, `within`
+    /// names how far into it the records go. At-least-once: acknowledged (a restart replays
+    /// the transaction whole); exactly-once: committed in a Kafka transaction of its own with
+    /// the offsets record at `point` inside the transaction, so a new owner goes on after it.
+    pub async fn publish_part(
+        &mut self,
+        records: Vec<KafkaRecord>,
+        point: &ResumePoint,
+        within: WithinTransaction,
+    ) -> Result<(), SinkError> {
         match self {
             RunnerSink::AtLeastOnce(p, in_flight) => publish_now(p, in_flight, records).await,
-            RunnerSink::ExactlyOnce(p, _) => p.publish_part(&records).await,
+            RunnerSink::ExactlyOnce(p, last) => {
+                let checkpoint = Checkpoint::at(point.clone(), last.clone()).inside(Some(within));
+                p.publish(&records, &checkpoint).await
+            }
         }
     }
 

@@ -9,6 +9,7 @@ use capstan_core::position::{Position, ResumePoint};
 use capstan_kafka::config::DeliveryMode;
 use capstan_kafka::exactly_once::{
     Checkpoint, CheckpointSource, ExactlyOncePublisher, KafkaTransactionalLog, OwnerIdentity,
+    WithinTransaction,
 };
 use capstan_kafka::publisher::{KafkaPublisher, TopicAdminClient};
 use capstan_kafka::registry::SchemaRegistrar;
@@ -32,7 +33,7 @@ impl PipelineRunner {
         &self,
         raft_point: ResumePoint,
         snapshot: Option<&mut PreparedSnapshot>,
-    ) -> Step<(RunnerSink, StartPosition)> {
+    ) -> Step<(RunnerSink, StartPosition, Option<WithinTransaction>)> {
         let sink = &self.spec.sink;
         if let (Some(registry), None) = (&sink.schema_registry, self.registrar.get()) {
             let registrar =
@@ -62,7 +63,7 @@ impl PipelineRunner {
                 publisher = publisher.creating_topics(topics);
             }
             let start = StartPosition::from(raft_point);
-            return Ok((RunnerSink::AtLeastOnce(publisher, None), start));
+            return Ok((RunnerSink::AtLeastOnce(publisher, None), start, None));
         }
         let mut log = KafkaTransactionalLog::new(
             sink.producer.clone(),
@@ -113,6 +114,7 @@ impl PipelineRunner {
         if plan.raft_behind {
             self.commit_checkpoint(&point).await?;
         }
+        let within = plan.checkpoint.within;
         let mut progress = plan.checkpoint.snapshot;
         if let Some(prepared) = snapshot {
             // a chunk committed in Kafka whose Raft write was lost: Kafka is the authority
@@ -133,6 +135,7 @@ impl PipelineRunner {
         Ok((
             RunnerSink::ExactlyOnce(Box::new(publisher), progress),
             start,
+            within,
         ))
     }
 
