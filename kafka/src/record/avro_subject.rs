@@ -2,24 +2,24 @@
 //! [`AvroPlan`] and the [`RegistrySchema`] the runtime registers; built once per table version
 //! (in the schema cache) and used for every record of it.
 
+#[cfg(test)]
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use apache_avro::schema::{ArraySchema, Name, ResolvedSchema, UnionSchema};
-use apache_avro::writer::datum::GenericDatumWriter;
+#[cfg(test)]
+use apache_avro::schema::{ArraySchema, Name, UnionSchema};
+#[cfg(test)]
 use apache_avro::Schema;
+use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::avro_schema::{avro_schema, parsed, AvroPlan, SchemaFailure};
-use super::avro_value::avro_value;
+use super::avro_writer::avro_datum;
 use super::registry_schema::RegistrySchema;
 
 /// One subject's schema, ready to encode with.
 #[derive(Debug)]
 pub(crate) struct AvroSubject {
-    /// The parsed schema with every named reference replaced by its definition, so a datum is
-    /// written without resolving names (which costs a walk of the whole schema per datum).
-    schema: Schema,
     plan: AvroPlan,
     pub(crate) registry: Arc<RegistrySchema>,
 }
@@ -37,22 +37,33 @@ impl AvroSubject {
     /// The subject `subject`'s schema, derived from the Connect schema `connect`.
     pub(crate) fn build(subject: String, connect: &Json) -> Result<Self, SchemaFailure> {
         let (json, plan) = avro_schema(connect)?;
-        let schema = inlined(&parsed(&json)?, &mut HashMap::new())?;
+        // apache-avro's parser checks the schema registered
+        parsed(&json)?;
         let text = serde_json::to_string(&json).map_err(|_| "avro schema not serialisable")?;
         Ok(AvroSubject {
-            schema,
             plan,
             registry: Arc::new(RegistrySchema::new(subject, text)),
         })
     }
 
-    /// The Avro binary datum of a Connect value in its Debezium JSON form (no framing).
-    pub(crate) fn datum(&self, json: &Json) -> Result<Vec<u8>, SchemaFailure> {
-        let value = avro_value(&self.plan, json)?;
-        // validation stays on: a value the plan mapped wrongly fails here, not at a consumer
+    /// The Avro binary datum (no framing) of a value in its Debezium JSON form (an envelope,
+    /// a key, or their `serde_json` form), written by [`avro_datum`] under the plan.
+    pub(crate) fn datum<T: Serialize + ?Sized>(&self, value: &T) -> Result<Vec<u8>, SchemaFailure> {
+        avro_datum(&self.plan, value)
+    }
+
+    /// The datum as apache-avro writes it for the registered schema (the test oracle of
+    /// [`Self::datum`]).
+    #[cfg(test)]
+    pub(crate) fn datum_by_apache_avro(&self, json: &Json) -> Result<Vec<u8>, SchemaFailure> {
+        use apache_avro::schema::ResolvedSchema;
+        use apache_avro::writer::datum::GenericDatumWriter;
+        let text: Json = serde_json::from_str(self.registry.schema()).map_err(|_| "no schema")?;
+        let schema = inlined(&parsed(&text)?, &mut HashMap::new())?;
+        let value = super::avro_value::avro_value(&self.plan, json)?;
         ResolvedSchema::new_with_schemata(Vec::new())
             .and_then(|names| {
-                GenericDatumWriter::builder(&self.schema)
+                GenericDatumWriter::builder(&schema)
                     .resolved_schemata(names)
                     .build()
             })
@@ -63,6 +74,7 @@ impl AvroSubject {
 
 /// `schema` with each named reference (`Schema::Ref`) replaced by the definition met before it
 /// (the order Avro's parser defines names in).
+#[cfg(test)]
 fn inlined(schema: &Schema, defined: &mut HashMap<Name, Schema>) -> Result<Schema, SchemaFailure> {
     Ok(match schema {
         Schema::Ref { name } => defined
@@ -112,13 +124,20 @@ mod tests {
         // the registered text keeps the reference
         let text: Json = serde_json::from_str(s.registry.schema()).unwrap();
         assert_eq!(text["fields"][1]["type"], json!(["null", "a.Value"]));
-        let Schema::Record(r) = &s.schema else {
+        let value = json!({"before": null, "after": {"id": 3}});
+        let Schema::Record(r) = inlined(&parsed(&text).unwrap(), &mut HashMap::new()).unwrap()
+        else {
             panic!("a record")
         };
         let Schema::Union(u) = &r.fields[1].schema else {
             panic!("a union")
         };
         assert!(matches!(u.variants()[1], Schema::Record(_)));
+        assert_eq!(
+            s.datum_by_apache_avro(&value).unwrap(),
+            vec![0, 2, 6],
+            "apache-avro: null branch, record branch, zig-zag 3"
+        );
         let datum = s
             .datum(&json!({"before": null, "after": {"id": 3}}))
             .unwrap();

@@ -14,7 +14,7 @@ use serde_json::{json, Value as Json};
 use super::golden_tests::{builder, change, coords, ctx, row, text, tx};
 use super::*;
 
-fn avro_builder() -> RecordBuilder {
+pub(super) fn avro_builder() -> RecordBuilder {
     RecordBuilder::new(RecordOptions {
         encoding: ValueEncoding::Debezium(TypeMapping::default()),
         schemas: SchemaFraming::Avro,
@@ -27,7 +27,7 @@ fn t(sql: SqlType, nullable: bool) -> ColumnType {
 }
 
 /// Column name, declared type, value.
-fn columns() -> Vec<(&'static str, ColumnType, Value)> {
+pub(super) fn columns() -> Vec<(&'static str, ColumnType, Value)> {
     let members = |m: &[&str]| -> Arc<[String]> { m.iter().map(|s| s.to_string()).collect() };
     let int = |bytes, unsigned| SqlType::Int { bytes, unsigned };
     vec![
@@ -158,11 +158,11 @@ fn columns() -> Vec<(&'static str, ColumnType, Value)> {
     ]
 }
 
-fn types_of(cols: &[(&str, ColumnType, Value)]) -> ColumnTypes {
+pub(super) fn types_of(cols: &[(&str, ColumnType, Value)]) -> ColumnTypes {
     cols.iter().map(|c| c.1.clone()).collect::<Vec<_>>().into()
 }
 
-fn the_row(cols: &[(&str, ColumnType, Value)]) -> Row {
+pub(super) fn the_row(cols: &[(&str, ColumnType, Value)]) -> Row {
     let names: Vec<&str> = cols.iter().map(|c| c.0).collect();
     row(&names, cols.iter().map(|c| c.2.clone()).collect())
 }

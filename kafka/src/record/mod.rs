@@ -3,14 +3,19 @@
 //! a duplicate.
 //! The wire format is specified in `docs/event-format.md`.
 
+mod avro_field_index;
 mod avro_schema;
 mod avro_subject;
+#[cfg(test)]
 mod avro_value;
+mod avro_writer;
 mod charset_decoder;
 mod connect_schema;
 mod debezium_value;
 mod envelope;
 mod epoch_days;
+#[cfg(test)]
+mod golden_avro_datums;
 #[cfg(test)]
 mod golden_avro_schema;
 #[cfg(test)]

@@ -239,23 +239,16 @@ impl RecordBuilder {
             reason,
         };
         let avro = avro.as_ref().map_err(|r| failed(r))?;
-        let json = |v: serde_json::Result<serde_json::Value>| {
-            v.map_err(|_| failed("event could not be serialised"))
-        };
+        // written straight from the key and the envelope (no JSON tree in between)
         let key = match (key, &avro.key) {
             (Some(k), Some(subject)) => {
-                let datum = subject
-                    .datum(&json(serde_json::to_value(k))?)
-                    .map_err(failed)?;
+                let datum = subject.datum(k).map_err(failed)?;
                 Some((datum, subject.registry.clone()))
             }
             (Some(_), None) => return Err(failed("a key without a key schema")),
             (None, _) => None,
         };
-        let value = avro
-            .value
-            .datum(&json(serde_json::to_value(envelope))?)
-            .map_err(failed)?;
+        let value = avro.value.datum(envelope).map_err(failed)?;
         let (key, key_schema) = key.unzip();
         Ok((
             key,
