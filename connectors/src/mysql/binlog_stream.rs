@@ -138,13 +138,19 @@ impl BinlogSource {
     }
 
     /// As [`BinlogSource::start`], telling `link` of the first stream and of every drop and
-    /// redial after it.
+    /// redial after it. DDL text is kept when `assembler` or `config` asks for it
+    /// ([`ValidSourceConfig::keep_ddl_statement`]).
     pub async fn start_observed(
         config: ValidSourceConfig,
         start: StartPosition,
         assembler: AssemblerConfig,
         link: LinkObserver,
     ) -> Result<BinlogSource, SourceError> {
+        let assembler = AssemblerConfig {
+            // the pipeline's opt-in travels with the source config (as its column controls)
+            keep_ddl_statement: assembler.keep_ddl_statement || config.keep_ddl_statement,
+            ..assembler
+        };
         let mut attempts = 0u32;
         let track_xa = matches!(assembler.xa, XaMode::Track { .. });
         let ahead = DecodeAhead::new(&assembler);

@@ -177,6 +177,10 @@ pub struct ValidSourceConfig {
     /// What happens to columns before a row leaves the source (binlog and snapshot rows);
     /// set from the pipeline's `columns` block, empty otherwise.
     pub columns: ColumnControls,
+    /// Keep the text of DDL statements in schema-change events (the assembler's
+    /// `keep_ddl_statement`; [`crate::mysql::BinlogSource::start_observed`] turns it on when
+    /// this is set); set from the pipeline's `schema_changes.include_ddl`, false otherwise.
+    pub keep_ddl_statement: bool,
 }
 
 impl SourceConfig {
@@ -256,6 +260,7 @@ impl SourceConfig {
             reconnect_backoff: backoff,
             max_reconnects: self.max_reconnects,
             columns: ColumnControls::default(),
+            keep_ddl_statement: false,
         })
     }
 }

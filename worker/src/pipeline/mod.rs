@@ -18,6 +18,7 @@ mod runner_sink;
 mod runner_snapshot;
 mod runner_start;
 mod runner_supervisor;
+mod schema_changes_spec;
 mod sliced_transaction;
 mod snapshot_driver;
 mod snapshot_plan;

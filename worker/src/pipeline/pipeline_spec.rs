@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 pub use super::columns_spec::ColumnsSpec;
 pub use super::routes_spec::RouteSpec;
+pub use super::schema_changes_spec::SchemaChangesSpec;
 pub use super::tables_spec::TablesSpec;
 
 /// A pipeline definition.
@@ -53,6 +54,9 @@ pub struct PipelineSpec {
     /// `xa_prepared_pool_exhausted` (nothing is ever evicted). Default 10000.
     #[serde(default = "default_max_prepared")]
     pub max_prepared_transactions: u32,
+    /// What schema-change events carry (default: no DDL text).
+    #[serde(default, skip_serializing_if = "SchemaChangesSpec::is_default")]
+    pub schema_changes: SchemaChangesSpec,
 }
 
 /// How two-phase XA transactions are handled.
@@ -259,6 +263,7 @@ impl PipelineSpec {
         )?;
         sink.record_options.topics = sink.record_options.topics.clone().with_router(router);
         source.columns = self.columns.check(&sink.record_options.message_keys)?;
+        source.keep_ddl_statement = self.schema_changes.include_ddl;
         let start = match &self.start_position {
             StartPositionSpec::Checkpoint => StartAt::Checkpoint,
             StartPositionSpec::Current => StartAt::Current,
