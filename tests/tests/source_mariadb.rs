@@ -9,7 +9,9 @@ mod source_common;
 use std::time::Duration;
 
 use capstan_connectors::mysql::{BinlogSource, SourceClient, StartPosition, TlsConfig, TlsMode};
-use capstan_core::change::{Op, SchemaChangeKind, TransactionGtid, Value};
+use capstan_core::change::{
+    ColumnStructure, Op, SchemaChangeKind, TableStructure, TransactionGtid, Value,
+};
 use capstan_core::position::{Flavor, MariadbGtid, MariadbGtidPosition, Position};
 use capstan_tests::{mariadb, unique_name};
 use mysql_async::prelude::*;
@@ -235,6 +237,57 @@ async fn hundred_thousand_row_transaction() {
         let id = c.after.as_ref().unwrap().get(0).unwrap();
         assert_eq!(id, &Value::Int(i as i64 + 1));
     }
+    admin
+        .query_drop(format!("DROP DATABASE `{schema}`"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_drop_carries_the_structure_of_the_tables_last_table_map() {
+    let Some(db) = mariadb() else { return };
+    let _shared = SERVER_WIDE.read().await;
+    let (mut admin, schema) = setup(
+        &db,
+        "src_ddl_drop",
+        "CREATE TABLE t (id BIGINT UNSIGNED PRIMARY KEY, name VARCHAR(64) CHARACTER SET utf8mb4 \
+         NOT NULL DEFAULT 'dflt' COMMENT 'a comment', price DECIMAL(10,2), at DATETIME(3))",
+    )
+    .await;
+    let mut source = start_current(&db, only(&schema, &["t"])).await;
+    admin
+        .query_drop("INSERT INTO t VALUES (1, 'a', 1.50, NOW(3))")
+        .await
+        .unwrap();
+    next_txn(&mut source, &schema).await;
+    admin.query_drop("DROP TABLE t").await.unwrap();
+    let change = next_schema_change(&mut source, &schema).await;
+    assert_eq!(change.kind, SchemaChangeKind::DropTable);
+    let column = |name: &str, type_name: &str, length, scale, charset: Option<&str>, nullable| {
+        ColumnStructure {
+            name: name.into(),
+            type_name: type_name.into(),
+            length,
+            scale,
+            charset: charset.map(str::to_string),
+            nullable,
+        }
+    };
+    assert_eq!(
+        change.structure,
+        Some(TableStructure {
+            columns: vec![
+                (1, column("id", "BIGINT UNSIGNED", None, None, None, false)),
+                (
+                    2,
+                    column("name", "VARCHAR", Some(64), None, Some("utf8mb4"), false)
+                ),
+                (3, column("price", "DECIMAL", Some(10), Some(2), None, true)),
+                (4, column("at", "DATETIME", Some(3), None, None, true)),
+            ],
+            primary_key: vec!["id".into()],
+        })
+    );
     admin
         .query_drop(format!("DROP DATABASE `{schema}`"))
         .await

@@ -11,7 +11,9 @@ use std::time::Duration;
 use capstan_connectors::mysql::{
     AssemblerOutput, BinlogSource, SourceClient, StartPosition, TlsConfig, TlsMode,
 };
-use capstan_core::change::{Op, SchemaChangeKind, TransactionGtid, Value};
+use capstan_core::change::{
+    ColumnStructure, Op, SchemaChangeKind, TableStructure, TransactionGtid, Value,
+};
 use capstan_core::position::{Flavor, Gtid, GtidSet, Position};
 use capstan_tests::{mysql, unique_name};
 use mysql_async::prelude::*;
@@ -330,6 +332,90 @@ async fn rows_decoded_ahead_by_the_reader_are_exact() {
     let ahead = source.stats().rows_events_decoded_ahead;
     assert!(ahead > 0, "no rows event was decoded ahead");
     eprintln!("{ahead} rows events decoded ahead");
+    admin
+        .query_drop(format!("DROP DATABASE `{schema}`"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn ddl_text_is_kept_when_the_source_config_opts_in() {
+    let Some(db) = mysql() else { return };
+    let _shared = SERVER_WIDE.read().await;
+    let (mut admin, schema) =
+        setup(&db, "src_ddl_text", "CREATE TABLE t (id INT PRIMARY KEY)").await;
+    // as a pipeline with `schema_changes.include_ddl`: the assembler config stays the default
+    let mut config = config(&db);
+    config.keep_ddl_statement = true;
+    let mut source = BinlogSource::start(config, StartPosition::Current, only(&schema, &["t"]))
+        .await
+        .unwrap();
+    let statement = "ALTER TABLE t ADD COLUMN extra VARCHAR(10) DEFAULT 'd'";
+    admin.query_drop(statement).await.unwrap();
+    let change = next_schema_change(&mut source, &schema).await;
+    assert_eq!(change.kind, SchemaChangeKind::AlterTable);
+    assert_eq!(change.statement.as_deref(), Some(statement));
+    admin
+        .query_drop(format!("DROP DATABASE `{schema}`"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_drop_carries_the_structure_of_the_tables_last_table_map() {
+    let Some(db) = mysql() else { return };
+    let _shared = SERVER_WIDE.read().await;
+    let (mut admin, schema) = setup(
+        &db,
+        "src_ddl_drop",
+        "CREATE TABLE t (id BIGINT UNSIGNED PRIMARY KEY, name VARCHAR(64) CHARACTER SET utf8mb4 \
+         NOT NULL DEFAULT 'dflt' COMMENT 'a comment', price DECIMAL(10,2), at DATETIME(3))",
+    )
+    .await;
+    let mut source = start_current(&db, only(&schema, &["t"])).await;
+    admin
+        .query_drop("INSERT INTO t VALUES (1, 'a', 1.50, NOW(3))")
+        .await
+        .unwrap();
+    next_txn(&mut source, &schema).await;
+    admin.query_drop("DROP TABLE t").await.unwrap();
+    let change = next_schema_change(&mut source, &schema).await;
+    assert_eq!(change.kind, SchemaChangeKind::DropTable);
+    let column = |name: &str, type_name: &str, length, scale, charset: Option<&str>, nullable| {
+        ColumnStructure {
+            name: name.into(),
+            type_name: type_name.into(),
+            length,
+            scale,
+            charset: charset.map(str::to_string),
+            nullable,
+        }
+    };
+    assert_eq!(
+        change.structure,
+        Some(TableStructure {
+            columns: vec![
+                (1, column("id", "BIGINT UNSIGNED", None, None, None, false)),
+                (
+                    2,
+                    column("name", "VARCHAR", Some(64), None, Some("utf8mb4"), false)
+                ),
+                (3, column("price", "DECIMAL", Some(10), Some(2), None, true)),
+                (4, column("at", "DATETIME", Some(3), None, None, true)),
+            ],
+            primary_key: vec!["id".into()],
+        })
+    );
+    // a table not seen since the source started has none
+    admin
+        .query_drop("CREATE TABLE t (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    next_schema_change(&mut source, &schema).await;
+    admin.query_drop("DROP TABLE t").await.unwrap();
+    let change = next_schema_change(&mut source, &schema).await;
+    assert_eq!(change.kind, SchemaChangeKind::DropTable);
+    assert_eq!(change.structure, None);
     admin
         .query_drop(format!("DROP DATABASE `{schema}`"))
         .await

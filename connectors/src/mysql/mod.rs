@@ -44,6 +44,7 @@ mod stream_reader;
 mod table_filter;
 mod table_patterns;
 mod table_schema;
+mod table_structure;
 #[cfg(test)]
 mod test_support;
 mod text_query;

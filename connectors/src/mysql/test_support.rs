@@ -48,3 +48,22 @@ pub(crate) fn frame(event_type: u8, body: &[u8]) -> Vec<u8> {
 pub(crate) fn decode(reader: &mut EventReader, event_type: u8, body_hex: &str) -> Event {
     reader.decode(&frame(event_type, &hex(body_hex))).unwrap()
 }
+
+/// A digested table map of `schema`.`table` with no columns, for tests that only need its
+/// identity.
+pub(crate) fn table_map_schema(
+    schema: &str,
+    table: &str,
+    table_id: u64,
+) -> std::sync::Arc<crate::mysql::table_schema::TableSchema> {
+    std::sync::Arc::new(crate::mysql::table_schema::TableSchema {
+        table_id,
+        table: std::sync::Arc::new(capstan_core::change::TableId::new(schema, table)),
+        columns: Vec::new(),
+        column_names: Vec::<String>::new().into(),
+        key: Vec::<usize>::new().into(),
+        types: Vec::new().into(),
+        has_column_names: true,
+        has_signedness: true,
+    })
+}

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use super::TableStructure;
+
 /// What kind of DDL statement a [`SchemaChange`] reports.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum SchemaChangeKind {
@@ -70,6 +72,10 @@ pub struct SchemaChange {
     pub kind: SchemaChangeKind,
     /// The statement text, only when the pipeline opted in.
     pub statement: Option<String>,
+    /// The table structure the event's `tableChanges` entry describes, when the source knows
+    /// it without parsing the statement: for `DROP TABLE`, the dropped table as its last table
+    /// map gave it (Debezium's entry of a drop carries the table as it was). `None` otherwise.
+    pub structure: Option<TableStructure>,
 }
 
 impl fmt::Debug for SchemaChange {
@@ -79,6 +85,10 @@ impl fmt::Debug for SchemaChange {
             .field("table", &self.table)
             .field("kind", &self.kind)
             .field("statement", &self.statement.as_ref().map(|_| "<redacted>"))
+            .field(
+                "structure",
+                &self.structure.as_ref().map(|s| s.columns.len()),
+            )
             .finish()
     }
 }
@@ -94,6 +104,7 @@ mod tests {
             table: None,
             kind: SchemaChangeKind::Other,
             statement: Some("CREATE USER u IDENTIFIED BY 'pw123'".into()),
+            structure: None,
         };
         assert!(!format!("{c:?}").contains("pw123"));
         assert_eq!(c.kind.to_string(), "other");

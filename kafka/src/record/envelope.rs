@@ -106,4 +106,7 @@ pub(crate) struct SchemaChangeEvent<'a> {
     pub(crate) kind: &'static str,
     /// The statement text, only when the pipeline opted in; else null.
     pub(crate) ddl: Option<&'a str>,
+    /// Debezium's `tableChanges`: an entry when the source knew the table's structure.
+    #[serde(rename = "tableChanges")]
+    pub(crate) table_changes: Vec<super::table_change::TableChange<'a>>,
 }

@@ -1,7 +1,9 @@
 //! Golden tests of the schema-change event (Debezium's schema-change topic). When one of these
 //! changes, the "Schema changes" section of `docs/event-format.md` changes with it.
 
-use capstan_core::change::{SchemaChange, SchemaChangeKind, TransactionGtid};
+use capstan_core::change::{
+    ColumnStructure, SchemaChange, SchemaChangeKind, TableStructure, TransactionGtid,
+};
 use capstan_core::position::{Flavor, MariadbGtid};
 use serde_json::{json, Value as Json};
 
@@ -21,6 +23,7 @@ fn alter_orders(statement: Option<&str>) -> SchemaChange {
         table: Some("orders".into()),
         kind: SchemaChangeKind::AlterTable,
         statement: statement.map(str::to_string),
+        structure: None,
     }
 }
 
@@ -60,7 +63,8 @@ fn alter_table_event_with_the_statement_redacted() {
             "schemaName": null,
             "tableName": "orders",
             "kind": "alter_table",
-            "ddl": null
+            "ddl": null,
+            "tableChanges": []
         })
     );
     // field order on the wire, as documented
@@ -68,7 +72,7 @@ fn alter_table_event_with_the_statement_redacted() {
     assert!(raw.starts_with(r#"{"source":{"version""#), "{raw}");
     assert!(
         raw.ends_with(
-            r#""ts_ms":1700000000123,"databaseName":"shop","schemaName":null,"tableName":"orders","kind":"alter_table","ddl":null}"#
+            r#""ts_ms":1700000000123,"databaseName":"shop","schemaName":null,"tableName":"orders","kind":"alter_table","ddl":null,"tableChanges":[]}"#
         ),
         "{raw}"
     );
@@ -108,6 +112,7 @@ fn database_level_statement_has_no_table() {
         table: None,
         kind: SchemaChangeKind::CreateDatabase,
         statement: None,
+        structure: None,
     };
     let recs = builder(true, false)
         .schema_change_records(&change, &gtid(23), &coords(), &ctx())
@@ -127,6 +132,7 @@ fn statement_without_a_database_is_keyed_by_the_empty_name() {
         table: None,
         kind: SchemaChangeKind::Other,
         statement: None,
+        structure: None,
     };
     let recs = builder(true, false)
         .schema_change_records(&change, &gtid(24), &coords(), &ctx())
@@ -194,4 +200,101 @@ fn topic_follows_the_prefix_not_the_template() {
         .unwrap();
     assert_eq!(recs[0].topic, "prod-cdc");
     assert_eq!(json_of(&recs[0].value)["source"]["name"], "prod-cdc");
+}
+
+fn column(
+    name: &str,
+    type_name: &str,
+    length: Option<u32>,
+    scale: Option<u32>,
+    charset: Option<&str>,
+    nullable: bool,
+) -> ColumnStructure {
+    ColumnStructure {
+        name: name.into(),
+        type_name: type_name.into(),
+        length,
+        scale,
+        charset: charset.map(str::to_string),
+        nullable,
+    }
+}
+
+#[test]
+fn a_drop_with_a_known_structure_has_debeziums_table_change() {
+    let change = SchemaChange {
+        kind: SchemaChangeKind::DropTable,
+        structure: Some(TableStructure {
+            // position 3 is an excluded column
+            columns: vec![
+                (1, column("id", "BIGINT UNSIGNED", None, None, None, false)),
+                (2, column("price", "DECIMAL", Some(10), Some(2), None, true)),
+                (
+                    4,
+                    column("note", "VARCHAR", Some(64), None, Some("utf8mb4"), true),
+                ),
+                (5, column("at", "DATETIME", Some(6), None, None, false)),
+                (
+                    6,
+                    column("state", "ENUM", None, None, Some("latin1"), false),
+                ),
+            ],
+            primary_key: vec!["id".into()],
+        }),
+        ..alter_orders(None)
+    };
+    let recs = builder(true, false)
+        .schema_change_records(&change, &gtid(27), &coords(), &ctx())
+        .unwrap();
+    let v = json_of(&recs[0].value);
+    assert_eq!(v["kind"], "drop_table");
+    assert_eq!(
+        v["tableChanges"],
+        json!([{
+            "type": "DROP",
+            "id": "\"shop\".\"orders\"",
+            "table": {
+                "defaultCharsetName": null,
+                "primaryKeyColumnNames": ["id"],
+                "columns": [
+                    {"name": "id", "jdbcType": -5, "typeName": "BIGINT UNSIGNED",
+                     "typeExpression": "BIGINT UNSIGNED", "charsetName": null, "position": 1,
+                     "optional": false},
+                    {"name": "price", "jdbcType": 3, "typeName": "DECIMAL",
+                     "typeExpression": "DECIMAL", "charsetName": null, "length": 10, "scale": 2,
+                     "position": 2, "optional": true},
+                    {"name": "note", "jdbcType": 12, "typeName": "VARCHAR",
+                     "typeExpression": "VARCHAR", "charsetName": "utf8mb4", "length": 64,
+                     "position": 4, "optional": true},
+                    {"name": "at", "jdbcType": 93, "typeName": "DATETIME",
+                     "typeExpression": "DATETIME", "charsetName": null, "length": 6,
+                     "position": 5, "optional": false},
+                    {"name": "state", "jdbcType": 1, "typeName": "ENUM",
+                     "typeExpression": "ENUM", "charsetName": "latin1", "position": 6,
+                     "optional": false}
+                ]
+            }
+        }])
+    );
+    // in Debezium's field order, after `ddl`
+    let raw = String::from_utf8(recs[0].value.clone().unwrap()).unwrap();
+    assert!(
+        raw.contains(r#""ddl":null,"tableChanges":[{"type":"DROP","id":"\"shop\".\"orders\"","table":{"defaultCharsetName":null,"primaryKeyColumnNames":["id"],"columns":[{"name":"id","jdbcType":-5,"#),
+        "{raw}"
+    );
+}
+
+#[test]
+fn statements_without_a_known_structure_have_no_table_change() {
+    // an ALTER's structure after the statement is not known without parsing it
+    for kind in [SchemaChangeKind::AlterTable, SchemaChangeKind::CreateTable] {
+        let change = SchemaChange {
+            kind,
+            ..alter_orders(None)
+        };
+        let recs = builder(true, false)
+            .schema_change_records(&change, &gtid(28), &coords(), &ctx())
+            .unwrap();
+        assert_eq!(json_of(&recs[0].value)["tableChanges"], json!([]));
+    }
 }

@@ -36,6 +36,7 @@ mod record_emitter;
 mod registry_schema;
 mod schema_cache;
 mod schema_framing;
+mod table_change;
 mod topic_router;
 mod topic_template;
 mod type_mapping;

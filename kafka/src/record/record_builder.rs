@@ -36,6 +36,7 @@ use super::record_emitter::{
 use super::registry_schema::PendingSchemas;
 use super::schema_cache::{build_schemas, framed, SchemaCache, TableSchemas, TableVersion};
 use super::schema_framing::SchemaFraming;
+use super::table_change::table_changes;
 use super::topic_template::TopicTemplate;
 use super::type_mapping::TypeMapping;
 use super::value_encoding::ValueEncoding;
@@ -600,6 +601,7 @@ impl RecordBuilder {
             table_name: table,
             kind: change.kind.as_str(),
             ddl: change.statement.as_deref(),
+            table_changes: table_changes(change.kind, database, table, change.structure.as_ref()),
         };
         let key = serialize(
             &SchemaChangeKey {

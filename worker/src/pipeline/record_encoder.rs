@@ -243,6 +243,7 @@ mod tests {
                 schema: Some(schema.into()),
                 table: Some(table.into()),
                 statement: None,
+                structure: None,
             },
             gtid: gtid.clone(),
             completes_transaction: true,
@@ -266,6 +267,7 @@ mod tests {
             schema: Some(schema.into()),
             table: table.map(str::to_string),
             statement: None,
+            structure: None,
         };
         assert!(ddl_is_captured(&filter, &change("shop", Some("orders_3"))));
         assert!(!ddl_is_captured(&filter, &change("shop", Some("orders"))));

@@ -74,7 +74,11 @@ use super::halt::Halt;
 use super::statement::{classify_statement, StatementClass};
 use super::table_filter::TableFilter;
 use super::table_schema::TableSchema;
+use super::table_structure::table_structure;
 use super::xid::XidKey;
+use last_table_maps::LastTableMaps;
+
+mod last_table_maps;
 
 /// What to do with two-phase XA transactions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -230,6 +234,8 @@ pub struct TransactionAssembler {
     replayed: Option<Position>,
     /// Column plans by table: the column names and key they were built for, and the plan.
     plans: HashMap<TableId, PlanEntry>,
+    /// The newest table map of each captured table (for the structure of a dropped table).
+    last_maps: LastTableMaps,
 }
 
 /// A cached column plan: the column names and key it was built for, and the plan.
@@ -255,6 +261,7 @@ impl TransactionAssembler {
             decoded_ahead: 0,
             replayed: None,
             plans: HashMap::new(),
+            last_maps: LastTableMaps::default(),
         }
     }
 
@@ -465,14 +472,24 @@ impl TransactionAssembler {
                 table,
                 starts_transaction,
             } => {
+                let schema = named.or_else(|| (!schema.is_empty()).then(|| schema.to_string()));
+                let structure = self
+                    .last_maps
+                    .after_ddl(kind, schema.as_deref(), table.as_deref())
+                    .and_then(|last| {
+                        // excluded columns stay out; a table whose plan fails has none
+                        let plan = self.plan(&last).ok()?;
+                        Some(table_structure(&last, plan.as_deref()))
+                    });
                 let change = SchemaChange {
-                    schema: named.or_else(|| (!schema.is_empty()).then(|| schema.to_string())),
+                    schema,
                     table,
                     kind,
                     statement: self
                         .config
                         .keep_ddl_statement
                         .then(|| statement.to_string()),
+                    structure,
                 };
                 let gtid = match &self.state {
                     State::Idle => return Err(Halt::StatementWithoutGtid),
@@ -624,6 +641,7 @@ impl TransactionAssembler {
                 }
             }
             let plan = self.plan(&schema)?;
+            self.last_maps.remember(&schema);
             Mapped::Captured(schema, plan)
         } else {
             Mapped::Filtered

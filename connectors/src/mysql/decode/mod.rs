@@ -12,7 +12,7 @@ mod cursor;
 mod json;
 mod numeric;
 mod temporal;
-mod text;
+pub(crate) mod text;
 
 use capstan_core::change::Value;
 use mysql_common::constants::ColumnType;

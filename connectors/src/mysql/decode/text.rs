@@ -37,17 +37,23 @@ pub(crate) fn varchar(cur: &mut Cursor<'_>, col: &ColumnSchema) -> Result<Value,
     Ok(string_value(col, bytes))
 }
 
-/// CHAR / BINARY (type STRING): the declared byte length is split over the two metadata
-/// bytes (MySQL bug #37426 packs its high bits into the type byte).
-pub(crate) fn fixed_string(cur: &mut Cursor<'_>, col: &ColumnSchema) -> Result<Value, Halt> {
+/// The declared byte length of a CHAR / BINARY (type STRING) column: split over the two
+/// metadata bytes (MySQL bug #37426 packs its high bits into the type byte).
+pub(crate) fn fixed_string_bytes(col: &ColumnSchema) -> usize {
     let (b0, b1) = (usize::from(meta(col, 0)), usize::from(meta(col, 1)));
-    let max = if b0 == 0 {
+    if b0 == 0 {
         b1 << 8
     } else if (b0 & 0x30) != 0x30 {
         b1 | (((b0 & 0x30) ^ 0x30) << 4)
     } else {
         b1
-    };
+    }
+}
+
+/// CHAR / BINARY (type STRING): the declared byte length is split over the two metadata
+/// bytes (MySQL bug #37426 packs its high bits into the type byte).
+pub(crate) fn fixed_string(cur: &mut Cursor<'_>, col: &ColumnSchema) -> Result<Value, Halt> {
+    let max = fixed_string_bytes(col);
     let len = cur.le(if max < 256 { 1 } else { 2 })? as usize;
     let bytes = cur.take(len)?;
     Ok(string_value(col, bytes))
