@@ -51,9 +51,33 @@ struct SchemaKey {
 /// Schemas by table version, shared by the clones of one record builder.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SchemaCache {
-    entries: Arc<Mutex<HashMap<SchemaKeyHandle, Arc<TableSchemas>>>>,
+    entries: Arc<Mutex<Entries>>,
     /// Schemas built (not found in the cache), for tests.
     built: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The cached schemas, and the last table version asked for.
+#[derive(Debug, Default)]
+struct Entries {
+    map: HashMap<SchemaKeyHandle, Arc<TableSchemas>>,
+    /// The version of the previous lookup, found again without hashing its column names and
+    /// types when the next change shares its column and type lists (the changes of one table
+    /// map do).
+    last: Option<(SchemaKeyHandle, Arc<TableSchemas>)>,
+}
+
+impl Entries {
+    /// The schemas of the previous lookup when `v` is the same version: the same column and
+    /// type lists (by pointer, so no content is compared), topic, key and routing.
+    fn last_for(&self, v: &TableVersion<'_>) -> Option<Arc<TableSchemas>> {
+        let (SchemaKeyHandle(k), schemas) = self.last.as_ref()?;
+        let same = Arc::ptr_eq(&k.columns, v.columns)
+            && Arc::ptr_eq(&k.types, v.types)
+            && k.topic == v.topic
+            && k.key == v.key
+            && k.routed == v.routed;
+        same.then(|| Arc::clone(schemas))
+    }
 }
 
 /// [`SchemaKey`] behind a newtype, so the map's `Debug` does not list column names.
@@ -126,6 +150,13 @@ fn avro_schemas(
 impl SchemaCache {
     /// The schemas of a table version, built on first use.
     pub(crate) fn get(&self, v: &TableVersion<'_>) -> Arc<TableSchemas> {
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(s) = entries.last_for(v) {
+            return s;
+        }
         let handle = SchemaKeyHandle(SchemaKey {
             topic: v.topic.to_string(),
             columns: Arc::clone(v.columns),
@@ -133,20 +164,20 @@ impl SchemaCache {
             key: v.key.to_vec(),
             routed: v.routed,
         });
-        let mut entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(s) = entries.get(&handle) {
-            return Arc::clone(s);
-        }
-        if entries.len() >= MAX_ENTRIES {
-            entries.clear();
-        }
-        let schemas = Arc::new(build_schemas(v));
-        self.built
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        entries.insert(handle, Arc::clone(&schemas));
+        let schemas = match entries.map.get(&handle) {
+            Some(s) => Arc::clone(s),
+            None => {
+                if entries.map.len() >= MAX_ENTRIES {
+                    entries.map.clear();
+                }
+                let schemas = Arc::new(build_schemas(v));
+                self.built
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                entries.map.insert(handle.clone(), Arc::clone(&schemas));
+                schemas
+            }
+        };
+        entries.last = Some((handle, Arc::clone(&schemas)));
         schemas
     }
 
@@ -184,5 +215,75 @@ pub(crate) fn framed(
             }),
             with_schema(&s.value, &value),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version<'a>(
+        topic: &'a str,
+        columns: &'a Arc<[String]>,
+        types: &'a ColumnTypes,
+        key: &'a [usize],
+        mapping: &'a TypeMapping,
+    ) -> TableVersion<'a> {
+        TableVersion {
+            topic,
+            columns,
+            types,
+            key,
+            routed: false,
+            flavor: Flavor::Mysql,
+            mapping,
+            framing: SchemaFraming::ConnectJson,
+        }
+    }
+
+    #[test]
+    fn the_last_version_is_found_again_only_when_it_is_the_same() {
+        let mapping = TypeMapping::default();
+        let int = ColumnType {
+            sql: SqlType::Int {
+                bytes: 4,
+                unsigned: false,
+            },
+            nullable: false,
+        };
+        let text = ColumnType {
+            sql: SqlType::Text,
+            nullable: true,
+        };
+        let cols: Arc<[String]> = vec!["id".to_string(), "v".to_string()].into();
+        let a: ColumnTypes = vec![int.clone(), int.clone()].into();
+        let b: ColumnTypes = vec![int.clone(), text].into();
+        let a_again: ColumnTypes = a.to_vec().into();
+        let cache = SchemaCache::default();
+        let sa = cache.get(&version("t", &cols, &a, &[0], &mapping));
+        let sb = cache.get(&version("t", &cols, &b, &[0], &mapping));
+        assert!(!Arc::ptr_eq(&sa, &sb), "another type list: another version");
+        // back to A, through the map; and through the last-version path
+        assert!(Arc::ptr_eq(
+            &sa,
+            &cache.get(&version("t", &cols, &a, &[0], &mapping))
+        ));
+        assert!(Arc::ptr_eq(
+            &sa,
+            &cache.get(&version("t", &cols, &a, &[0], &mapping))
+        ));
+        // the same content in new lists is the same version
+        assert!(Arc::ptr_eq(
+            &sa,
+            &cache.get(&version("t", &cols, &a_again, &[0], &mapping))
+        ));
+        assert_eq!(cache.built(), 2);
+        // the same lists under another key or topic are other versions
+        let by_v = cache.get(&version("t", &cols, &a, &[1], &mapping));
+        let other_topic = cache.get(&version("u", &cols, &a, &[0], &mapping));
+        assert!(!Arc::ptr_eq(&sa, &by_v));
+        assert!(!Arc::ptr_eq(&sa, &other_topic));
+        assert!(!Arc::ptr_eq(&by_v, &other_topic));
+        assert_eq!(cache.built(), 4);
     }
 }
