@@ -41,6 +41,7 @@ case ${1:-} in
   "") die "usage: $0 install | BOOTSTRAP TOPIC REGISTRY_URL SENTINEL_ID [TIMEOUT_S]" ;;
   *)
     install
-    exec "$VENV/bin/python" "$HERE/avro_consumer.py" "$@"
+    # bounded: a consumer stuck in a network call fails its test instead of hanging the suite
+    exec timeout 300 "$VENV/bin/python" "$HERE/avro_consumer.py" "$@"
     ;;
 esac
