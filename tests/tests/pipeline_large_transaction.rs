@@ -256,16 +256,7 @@ fn exactly_once_rows(
     assert_eq!(records.len() as u64, ROWS);
     assert_eq!(records.last(), Some(&(ROWS - 1)));
     assert_eq!(keys.len() as u64, ROWS);
-    assert!(
-        first_rss < RSS_BUDGET,
-        "first owner peak rss {} MiB",
-        first_rss >> 20
-    );
-    assert!(
-        second_rss < RSS_BUDGET,
-        "new owner peak rss {} MiB",
-        second_rss >> 20
-    );
+    assert_both_under_budget(first_rss, second_rss);
 }
 
 /// At-least-once: the new owner replays the transaction whole; every row's update from it,
@@ -296,16 +287,7 @@ fn at_least_once_rows(
         first_rss >> 20,
         second_rss >> 20
     );
-    assert!(
-        first_rss < RSS_BUDGET,
-        "first owner peak rss {} MiB",
-        first_rss >> 20
-    );
-    assert!(
-        second_rss < RSS_BUDGET,
-        "new owner peak rss {} MiB",
-        second_rss >> 20
-    );
+    assert_both_under_budget(first_rss, second_rss);
 
     // every row's update from the new owner, exactly once, numbered 0..ROWS in order
     let mut records = BTreeSet::new();
@@ -343,6 +325,20 @@ fn at_least_once_rows(
     assert_eq!(records.last(), Some(&(ROWS - 1)));
     assert_eq!(keys.len() as u64, ROWS);
     assert_eq!(keys.last(), Some(&(ROWS - 1)));
+}
+
+/// Both owners' peak resident sets stayed under [`RSS_BUDGET`].
+fn assert_both_under_budget(first_rss: u64, second_rss: u64) {
+    assert!(
+        first_rss < RSS_BUDGET,
+        "first owner peak rss {} MiB",
+        first_rss >> 20
+    );
+    assert!(
+        second_rss < RSS_BUDGET,
+        "new owner peak rss {} MiB",
+        second_rss >> 20
+    );
 }
 
 /// The update's GTID, from the `capstan.position` header of the first record on the topic
