@@ -21,13 +21,18 @@ log() { printf 'avro-consumer: %s\n' "$*" >&2; }
 die() { printf 'avro-consumer: error: %s\n' "$*" >&2; exit 1; }
 
 install() {
+  mkdir -p "$CACHE"
+  # one installer at a time: the MySQL and MariaDB tests start side by side on a new machine
+  ( flock 9 && install_locked ) 9>"$VENV.lock"
+}
+
+install_locked() {
   local stamp=$VENV/.capstan-installed pkgs=("confluent-kafka[avro,schemaregistry]==$CONFLUENT_KAFKA_VERSION")
   local want="${pkgs[*]}"
   if [[ -x $VENV/bin/python && -f $stamp && $(cat "$stamp") == "$want" ]]; then return; fi
   command -v python3 >/dev/null || die "python3 is missing"
   if [[ ! -x $VENV/bin/python ]]; then
     log "creating the venv in $VENV"
-    mkdir -p "$CACHE"
     python3 -m venv "$VENV" || { rm -rf "$VENV"; die "python3 -m venv failed (Debian: apt-get install python3-venv)"; }
   fi
   log "installing $want"
@@ -41,7 +46,8 @@ case ${1:-} in
   "") die "usage: $0 install | BOOTSTRAP TOPIC REGISTRY_URL SENTINEL_ID [TIMEOUT_S]" ;;
   *)
     install
-    # bounded: a consumer stuck in a network call fails its test instead of hanging the suite
+    # bounded twice: avro_consumer.py dumps its stacks and exits when it outlives its own
+    # deadline (faulthandler), and `timeout` is the backstop should the interpreter itself hang
     exec timeout 300 "$VENV/bin/python" "$HERE/avro_consumer.py" "$@"
     ;;
 esac

@@ -16,6 +16,7 @@ lowercase hex, records as objects. A record the deserializer refuses fails the r
 """
 
 import decimal
+import faulthandler
 import json
 import sys
 import time
@@ -60,7 +61,11 @@ def row_fields(registry, topic):
 def main():
     bootstrap, topic, url, sentinel = sys.argv[1:5]
     timeout = float(sys.argv[5]) if len(sys.argv) > 5 else 60.0
-    registry = SchemaRegistryClient({"url": url})
+    # a call that blocks past the deadline (broker, registry, close) prints every thread's stack
+    # to stderr and exits 1, so a hang names its place instead of waiting for an outer kill
+    faulthandler.dump_traceback_later(timeout + 60, exit=True)
+    # without a timeout the registry client waits for an answer forever
+    registry = SchemaRegistryClient({"url": url, "timeout": 10})
     deserialize = AvroDeserializer(registry)
     consumer = Consumer(
         {
@@ -71,6 +76,7 @@ def main():
         }
     )
     consumer.subscribe([topic])
+    print(f"avro_consumer: subscribed to {topic}", file=sys.stderr, flush=True)
     rows, decoded, tombstones, seen = {}, 0, 0, False
     deadline = time.monotonic() + timeout
     try:
@@ -96,6 +102,7 @@ def main():
                 rows[k] = canonical(value["after"])
                 seen = str(value["after"]["id"]) == sentinel
     finally:
+        print(f"avro_consumer: {decoded} records decoded, closing", file=sys.stderr, flush=True)
         consumer.close()
     print(json.dumps({"rows": rows, "converted": decoded, "tombstones": tombstones,
                       "fields": row_fields(registry, topic)}))
