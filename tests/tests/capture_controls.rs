@@ -463,3 +463,164 @@ async fn routing(flavor: &'static str) {
     assert_eq!(run.table(&format!("{schema}.other"))["source_rows"], 30);
     assert_eq!(report["tables"].as_array().unwrap().len(), 4, "{run:?}");
 }
+
+// ---------------------------------------------------------------------------------------
+// 3. an include rule: only the listed columns of the matched tables leave the source
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_an_unlisted_column_never_leaves_the_source() {
+    including("mysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_an_unlisted_column_never_leaves_the_source() {
+    including("mariadb").await;
+}
+
+/// The `after` fields of a `debezium_json_schema` value's Connect schema, with their types.
+fn after_schema_fields(v: &Value) -> Vec<(String, String)> {
+    let after = v["schema"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["field"] == "after")
+        .unwrap();
+    after["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["field"].as_str().unwrap().to_string(),
+                f["type"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn including(flavor: &'static str) {
+    let Some(db) = flavor_db(flavor) else { return };
+    let mut admin = db.admin_conn().await;
+    let schema = create_schema(&mut admin, "cincl").await;
+    let tag = unique_name("UNLISTEDTAG").replace('_', "");
+    // `orders` is matched by the include rule; `notes` is not and keeps every column
+    admin
+        .query_drop(format!(
+            "CREATE TABLE {o} (id INT PRIMARY KEY, secret VARCHAR(64), total INT NOT NULL, \
+             memo VARCHAR(64)); \
+             CREATE TABLE {n} (id INT PRIMARY KEY, body VARCHAR(64)); \
+             INSERT INTO {n} VALUES (1, 'kept{tag}')",
+            o = qt(&schema, "orders"),
+            n = qt(&schema, "notes"),
+        ))
+        .await
+        .unwrap();
+    let row = |i: u32, v: &str| format!("({i}, 'sec{tag}{v}{i}', {i}0, 'memo{tag}{v}{i}')");
+    let seed: Vec<String> = (1..=10).map(|i| row(i, "s")).collect();
+    admin
+        .query_drop(format!(
+            "INSERT INTO {} VALUES {}",
+            qt(&schema, "orders"),
+            seed.join(", ")
+        ))
+        .await
+        .unwrap();
+    let Some(world) = World::start(db.clone(), flavor).await else {
+        return;
+    };
+    let orders = topic("ci", &schema, "orders");
+    let notes = topic("ci", &schema, "notes");
+    world.one_partition(&[orders.clone(), notes.clone()]);
+    let mut def = world.definition(
+        "included",
+        &[format!("{schema}.orders"), format!("{schema}.notes")],
+        json!({"mode": "initial", "chunk_size": 3}),
+        "at_least_once",
+        "ci",
+    );
+    def["kafka"]["format"] = json!("debezium_json_schema");
+    def["columns"] = json!({
+        "include": [{"table": {"regex": format!("{schema}\\.ord[a-z]+")}, "columns": ["id", {"regex": "tot.l"}]}]
+    });
+    world.create_and_resume(def).await;
+    let table = format!("{schema}.orders");
+    world
+        .wait_status(
+            "included",
+            Duration::from_secs(120),
+            "snapshot complete",
+            |s| table_status(s, &table)["status"] == "complete" && s["state"] == "streaming",
+        )
+        .await;
+    let streamed: Vec<String> = (11..=13).map(|i| row(i, "c")).collect();
+    admin
+        .query_drop(format!(
+            "INSERT INTO {t} VALUES {}; \
+             UPDATE {t} SET secret = 'sec{tag}u1', memo = 'memo{tag}u1', total = 99 WHERE id = 1; \
+             DELETE FROM {t} WHERE id = 2",
+            streamed.join(", "),
+            t = qt(&schema, "orders")
+        ))
+        .await
+        .unwrap();
+    let records = world
+        .read_until(&orders, Duration::from_secs(120), |rs| {
+            // 10 reads, 3 creates, 1 update, 1 delete and its tombstone
+            rs.len() >= 16
+        })
+        .await;
+    assert_eq!(records.len(), 16, "every event, once");
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &records {
+        for bytes in [&r.key, &r.value].into_iter().flatten() {
+            let text = String::from_utf8_lossy(bytes);
+            assert!(
+                !text.contains(&tag),
+                "an unlisted value left the source: {text}"
+            );
+            assert!(!text.contains("secret") && !text.contains("memo"), "{text}");
+        }
+        let Some(value) = &r.value else { continue };
+        let v: Value = serde_json::from_slice(value).unwrap();
+        assert_eq!(
+            after_schema_fields(&v),
+            [
+                ("id".to_string(), "int32".to_string()),
+                ("total".to_string(), "int32".to_string())
+            ]
+        );
+        let payload = &v["payload"];
+        let op = payload["op"].as_str().unwrap();
+        *seen.entry(op.to_string()).or_default() += 1;
+        for image in [&payload["before"], &payload["after"]] {
+            let Some(image) = image.as_object() else {
+                continue;
+            };
+            let keys: Vec<&str> = image.keys().map(String::as_str).collect();
+            assert_eq!(keys, ["id", "total"], "{image:?}");
+            let id = image["id"].as_u64().unwrap();
+            let want = if op == "u" && image == payload["after"].as_object().unwrap() {
+                99
+            } else {
+                id * 10
+            };
+            assert_eq!(image["total"], want, "{op} {image:?}");
+        }
+    }
+    let want: BTreeMap<String, usize> = [("r", 10), ("c", 3), ("u", 1), ("d", 1)]
+        .iter()
+        .map(|(k, n)| (k.to_string(), *n))
+        .collect();
+    assert_eq!(seen, want);
+    // the table no rule matches keeps its columns
+    let notes_records = world
+        .read_until(&notes, Duration::from_secs(60), |rs| !rs.is_empty())
+        .await;
+    let v: Value = serde_json::from_slice(notes_records[0].value.as_ref().unwrap()).unwrap();
+    assert_eq!(v["payload"]["after"]["body"], format!("kept{tag}"));
+    let text = logs_and_metrics(&world).await;
+    assert!(
+        !text.contains(&format!("sec{tag}")),
+        "an unlisted value reached a log"
+    );
+}

@@ -1,4 +1,5 @@
 //! [`ColumnControls`]: what a pipeline does to columns before a row leaves the source —
+//! include (per table pattern, only the listed columns remain: every other one is excluded),
 //! exclude (the column is absent), mask (`column.mask.with.N.chars`: N `*`), hash
 //! (`column.mask.hash.SHA-256.with.salt.<salt>`: lowercase hex of SHA-256 over the salt and
 //! the value). Columns are named `schema.table.column`, exactly or by an anchored pattern.
@@ -35,10 +36,25 @@ pub struct HashRule {
     pub columns: Vec<NamePattern>,
 }
 
+/// The columns kept of the tables a pattern matches (Debezium's `column.include.list`, per
+/// table): any other column of such a table is excluded. A key column must be listed: one
+/// left out is refused like any control on a key column (`column_control_on_key`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IncludeRule {
+    /// `schema.table` name or pattern.
+    pub table: NamePattern,
+    /// Column names or patterns (the column name alone, matched whole).
+    pub columns: Vec<NamePattern>,
+}
+
 /// The column controls of a pipeline. When one column matches several controls, exclusion
-/// wins over hashing, hashing over masking, and the first mask rule over later ones.
+/// (by `exclude`, or by an `include` rule of its table not listing it) wins over hashing,
+/// hashing over masking, and the first mask rule over later ones. Of several `include` rules
+/// matching a table, the first decides.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ColumnControls {
+    /// Include rules.
+    pub include: Vec<IncludeRule>,
     /// Columns left out of every row image and schema.
     pub exclude: Vec<NamePattern>,
     /// Mask rules.
@@ -67,7 +83,8 @@ impl ColumnControlOnKey {
 impl ColumnControls {
     /// True when there is nothing to do.
     pub fn is_empty(&self) -> bool {
-        self.exclude.is_empty()
+        self.include.is_empty()
+            && self.exclude.is_empty()
             && self.mask.iter().all(|m| m.columns.is_empty())
             && self.hash.as_ref().is_none_or(|h| h.columns.is_empty())
     }
@@ -76,6 +93,14 @@ impl ColumnControls {
     pub fn action(&self, table: &TableId, column: &str) -> Action {
         if self.is_empty() {
             return Action::Keep;
+        }
+        if !self.include.is_empty() {
+            let table_name = format!("{}.{}", table.schema, table.table);
+            if let Some(rule) = self.include.iter().find(|r| r.table.matches(&table_name)) {
+                if !any_matches(&rule.columns, column) {
+                    return Action::Exclude;
+                }
+            }
         }
         let name = format!("{}.{}.{}", table.schema, table.table, column);
         if any_matches(&self.exclude, &name) {
@@ -141,6 +166,7 @@ mod tests {
 
     fn controls() -> ColumnControls {
         ColumnControls {
+            include: Vec::new(),
             exclude: vec![NamePattern::exact("shop.customers.ssn")],
             mask: vec![
                 MaskRule {
@@ -206,5 +232,100 @@ mod tests {
         );
         assert!(ColumnControls::default().is_empty());
         assert!(!format!("{c:?}").contains("pepper"));
+    }
+
+    fn include_orders() -> ColumnControls {
+        ColumnControls {
+            include: vec![
+                IncludeRule {
+                    table: re(r"shop\.orders_\d+"),
+                    columns: vec![NamePattern::exact("id"), re(r"total|note_.*")],
+                },
+                // a later rule for a table the first matches never applies to it
+                IncludeRule {
+                    table: NamePattern::exact("shop.orders_1"),
+                    columns: vec![NamePattern::exact("secret")],
+                },
+            ],
+            mask: vec![MaskRule {
+                chars: 3,
+                columns: vec![re(r".*\.note_b")],
+            }],
+            ..ColumnControls::default()
+        }
+    }
+
+    #[test]
+    fn an_include_rule_keeps_only_the_listed_columns_of_its_tables() {
+        let c = include_orders();
+        assert!(!c.is_empty());
+        let t = TableId::new("shop", "orders_1");
+        assert_eq!(c.action(&t, "id"), Action::Keep);
+        assert_eq!(c.action(&t, "total"), Action::Keep);
+        assert_eq!(c.action(&t, "note_a"), Action::Keep);
+        // listed, and masked by another control
+        assert_eq!(c.action(&t, "note_b"), Action::Mask(3));
+        // unlisted (and the second rule is not consulted)
+        assert_eq!(c.action(&t, "secret"), Action::Exclude);
+        assert_eq!(c.action(&t, "totals"), Action::Exclude);
+        assert_eq!(c.action(&t, "xid"), Action::Exclude);
+        // a table no rule matches keeps everything
+        let other = TableId::new("shop", "orders_x");
+        assert_eq!(c.action(&other, "secret"), Action::Keep);
+        assert_eq!(c.action(&other, "note_b"), Action::Mask(3));
+
+        let cols: Arc<[String]> = ["id", "secret", "total", "note_b"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let plan = c.plan(&t, &cols, None, &[0]).unwrap().unwrap();
+        assert_eq!(&plan.columns()[..], ["id", "total", "note_b"]);
+        assert_eq!(&plan.key()[..], [0]);
+        let row = capstan_core::change::Row::new(
+            Arc::clone(&cols),
+            vec![
+                capstan_core::change::Value::Int(7),
+                capstan_core::change::Value::Bytes(b"hidden".to_vec()),
+                capstan_core::change::Value::Int(70),
+                capstan_core::change::Value::Bytes(b"b".to_vec()),
+            ],
+        )
+        .unwrap();
+        let out = plan.apply_row(row);
+        assert_eq!(out.columns(), ["id", "total", "note_b"]);
+        assert_eq!(
+            out.values(),
+            [
+                capstan_core::change::Value::Int(7),
+                capstan_core::change::Value::Int(70),
+                capstan_core::change::Value::Text {
+                    bytes: b"***".to_vec(),
+                    collation: crate::mysql::column_plan::TRANSFORMED_COLLATION,
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn an_include_rule_leaving_out_a_key_column_is_refused() {
+        let c = include_orders();
+        let cols: Arc<[String]> = ["order_no", "id", "total"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let e = c
+            .plan(&TableId::new("shop", "orders_2"), &cols, None, &[0])
+            .unwrap_err();
+        assert_eq!(e.code(), "column_control_on_key");
+        assert_eq!(
+            (e.table.as_str(), e.column.as_str()),
+            ("shop.orders_2", "order_no")
+        );
+        // every column listed: no plan at all
+        let cols: Arc<[String]> = ["id", "total"].iter().map(|s| s.to_string()).collect();
+        assert!(c
+            .plan(&TableId::new("shop", "orders_2"), &cols, None, &[0])
+            .unwrap()
+            .is_none());
     }
 }

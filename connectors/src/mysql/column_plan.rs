@@ -218,6 +218,7 @@ mod tests {
 
     fn plan() -> Arc<ColumnPlan> {
         let controls = ColumnControls {
+            include: Vec::new(),
             exclude: vec![NamePattern::exact("shop.c.ssn")],
             mask: vec![MaskRule {
                 chars: 3,

@@ -54,7 +54,7 @@ mod xid;
 pub use assembler::{AssemblerConfig, AssemblerOutput, TransactionAssembler, XaMode};
 pub use binlog_file::BinlogFileEvents;
 pub use binlog_stream::{BinlogSource, SourceStats};
-pub use column_controls::{ColumnControlOnKey, ColumnControls, HashRule, MaskRule};
+pub use column_controls::{ColumnControlOnKey, ColumnControls, HashRule, IncludeRule, MaskRule};
 pub use column_plan::{Action, ColumnPlan, TRANSFORMED_COLLATION};
 pub use connect::{detect_flavor, SourceClient};
 pub use dump::{check_processed, check_resume, ServerPositions, StartPosition};

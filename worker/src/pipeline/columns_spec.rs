@@ -1,19 +1,25 @@
-//! The `columns` block of a pipeline definition: columns excluded, masked or hashed in the
-//! source, before any record is built. Columns are named `schema.table.column` (exactly) or
-//! by `{"regex": …}` matched against the whole `schema.table.column`.
+//! The `columns` block of a pipeline definition: columns included (per table), excluded,
+//! masked or hashed in the source, before any record is built. Columns are named
+//! `schema.table.column` (exactly) or by `{"regex": …}` matched against the whole
+//! `schema.table.column`; an `include` rule names its tables (`schema.table`) and then the
+//! columns by name alone.
 
-use capstan_connectors::mysql::{ColumnControls, HashRule, MaskRule, Password};
+use capstan_connectors::mysql::{ColumnControls, HashRule, IncludeRule, MaskRule, Password};
 use capstan_core::change::TableId;
 use capstan_kafka::record::MessageKeys;
 use serde::{Deserialize, Serialize};
 
 use super::pipeline_spec::PipelineSpecError;
-use super::tables_spec::{patterns, NameSelector};
+use super::tables_spec::{patterns, table_name, NameSelector};
 
 /// The `columns` block.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ColumnsSpec {
+    /// Per table pattern, the only columns kept (every other column of a matching table is
+    /// left out). Not combined with `exclude`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<IncludeSpec>,
     /// Columns left out of every event and schema.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<NameSelector>,
@@ -23,6 +29,17 @@ pub struct ColumnsSpec {
     /// Columns whose values become a salted SHA-256, in hex.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hash: Option<HashSpec>,
+}
+
+/// One `columns.include` rule (Debezium's `column.include.list`, per table).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncludeSpec {
+    /// The tables: `schema.table` or `{"regex": …}` matched against the whole `schema.table`.
+    pub table: NameSelector,
+    /// The columns kept: a column name or `{"regex": …}` matched against the whole name. Must
+    /// list the table's key columns.
+    pub columns: Vec<NameSelector>,
 }
 
 /// One `columns.mask` rule (Debezium's `column.mask.with.N.chars`).
@@ -55,6 +72,15 @@ fn column_name(name: &str) -> Result<(), &'static str> {
     }
 }
 
+/// A column name alone: non-empty, no dot (a dotted name is a `schema.table.column` written
+/// where the rule's `table` already names the table).
+fn bare_column_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() || name.contains('.') {
+        return Err("must be a column name (the rule's `table` names the table)");
+    }
+    Ok(())
+}
+
 fn non_empty(field: &str, list: &[NameSelector]) -> Result<(), PipelineSpecError> {
     if list.is_empty() {
         return Err(PipelineSpecError::new(
@@ -72,6 +98,25 @@ impl ColumnsSpec {
         &self,
         message_keys: &MessageKeys,
     ) -> Result<ColumnControls, PipelineSpecError> {
+        if !self.include.is_empty() && !self.exclude.is_empty() {
+            return Err(PipelineSpecError::new(
+                "columns.include",
+                "cannot be combined with `columns.exclude`: list the columns to keep or the \
+                 columns to leave out, not both",
+            ));
+        }
+        let mut include = Vec::with_capacity(self.include.len());
+        for (i, rule) in self.include.iter().enumerate() {
+            let table = rule
+                .table
+                .to_pattern(&format!("columns.include[{i}].table"), table_name)?;
+            let field = format!("columns.include[{i}].columns");
+            non_empty(&field, &rule.columns)?;
+            include.push(IncludeRule {
+                table,
+                columns: patterns(&field, &rule.columns, bare_column_name)?,
+            });
+        }
         let exclude = patterns("columns.exclude", &self.exclude, column_name)?;
         let mut mask = Vec::with_capacity(self.mask.len());
         for (i, rule) in self.mask.iter().enumerate() {
@@ -105,6 +150,7 @@ impl ColumnsSpec {
             }
         };
         let controls = ColumnControls {
+            include,
             exclude,
             mask,
             hash,
@@ -162,8 +208,51 @@ mod tests {
     }
 
     #[test]
+    fn an_include_rule_checks_into_controls() {
+        let c = check(json!({
+            "include": [
+                {"table": {"regex": r"shop\.orders_\d+"}, "columns": ["id", {"regex": "total|note"}]},
+                {"table": "shop.customers", "columns": ["id", "name"]}
+            ],
+            "mask": [{"chars": 2, "columns": ["shop.customers.name"]}]
+        }))
+        .unwrap();
+        let o = TableId::new("shop", "orders_7");
+        assert_eq!(c.action(&o, "id"), Action::Keep);
+        assert_eq!(c.action(&o, "note"), Action::Keep);
+        assert_eq!(c.action(&o, "secret"), Action::Exclude);
+        let cu = TableId::new("shop", "customers");
+        assert_eq!(c.action(&cu, "name"), Action::Mask(2));
+        assert_eq!(c.action(&cu, "ssn"), Action::Exclude);
+        assert_eq!(
+            c.action(&TableId::new("shop", "audit"), "ssn"),
+            Action::Keep
+        );
+    }
+
+    #[test]
     fn every_error_names_its_field() {
         let cases = [
+            (
+                json!({"include": [{"table": "a.b", "columns": ["id"]}], "exclude": ["a.b.c"]}),
+                "columns.include",
+            ),
+            (
+                json!({"include": [{"table": "a", "columns": ["id"]}]}),
+                "columns.include[0].table",
+            ),
+            (
+                json!({"include": [{"table": "a.b", "columns": ["id"]}, {"table": "a.c", "columns": []}]}),
+                "columns.include[1].columns",
+            ),
+            (
+                json!({"include": [{"table": "a.b", "columns": ["id", "a.b.c"]}]}),
+                "columns.include[0].columns[1]",
+            ),
+            (
+                json!({"include": [{"table": "a.b", "columns": [{"regex": "("}]}]}),
+                "columns.include[0].columns[0]",
+            ),
             (json!({"exclude": ["a.b"]}), "columns.exclude[0]"),
             (
                 json!({"exclude": ["a.b.c", {"regex": "("}]}),
@@ -199,6 +288,21 @@ mod tests {
             assert_eq!(e.field, field, "{e}");
             assert!(!e.to_string().contains("s3cr3t"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_message_key_column_left_out_by_include_is_refused() {
+        let keys: MessageKeys = Arc::new(
+            [(TableId::new("shop", "t"), vec!["email".to_string()].into())]
+                .into_iter()
+                .collect(),
+        );
+        let spec: ColumnsSpec = serde_json::from_value(json!({
+            "include": [{"table": "shop.t", "columns": ["id"]}]
+        }))
+        .unwrap();
+        let e = spec.check(&keys).unwrap_err();
+        assert_eq!(e.field, "kafka.message_key_columns");
     }
 
     #[test]
