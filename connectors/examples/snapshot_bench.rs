@@ -79,12 +79,18 @@ struct Args {
     keyset_page: u32,
     /// `--no-read-ahead`: every chunk read when asked for (no second connection).
     read_ahead: bool,
+    /// `--binlog-mb N`: MariaDB, grow the current binlog file to at least N MB (1 MB blob
+    /// rows into `<schema>.binlog_filler`) before measuring as found.
+    binlog_mb: u64,
+    /// `--no-walk`: MariaDB, `BINLOG_GTID_POS` for every chunk (the method before the walk).
+    walk_binlog: bool,
 }
 
 fn usage() -> &'static str {
     "usage: snapshot_bench [--rows N (1000000)] [--chunk-size N|auto (auto)] [--keyset-page N (4096)] [--no-read-ahead] \
      [--server mysql|mariadb|both (both)] [--rounds N (3)] [--schema NAME (capstan_snapshot_bench)] \
-     [--probe N (200)] [--as-found-secs S (60)] [--no-flush] [--capstan-only]"
+     [--probe N (200)] [--as-found-secs S (60)] [--no-flush] [--capstan-only] \
+     [--binlog-mb N (0)] [--no-walk]"
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -100,6 +106,8 @@ fn parse_args() -> Result<Args, BoxError> {
         as_found_secs: 60.0,
         flush: true,
         capstan_only: false,
+        binlog_mb: 0,
+        walk_binlog: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -131,6 +139,8 @@ fn parse_args() -> Result<Args, BoxError> {
             "--no-flush" => args.flush = false,
             "--capstan-only" => args.capstan_only = true,
             "--no-read-ahead" => args.read_ahead = false,
+            "--binlog-mb" => args.binlog_mb = value()?.parse()?,
+            "--no-walk" => args.walk_binlog = false,
             "-h" | "--help" => {
                 println!("{}", usage());
                 std::process::exit(0);
@@ -477,12 +487,20 @@ struct CapstanPass {
     complete: bool,
 }
 
+fn reader_options(walk_binlog: bool) -> ReaderOptions {
+    ReaderOptions {
+        walk_binlog,
+        ..ReaderOptions::default()
+    }
+}
+
 async fn open_reader(
     s: &Server,
     schema: &str,
+    walk_binlog: bool,
 ) -> Result<(SnapshotReader, SnapshotTable), BoxError> {
     let mut reader =
-        SnapshotReader::open_with(&source_config(s)?, ReaderOptions::default()).await?;
+        SnapshotReader::open_with(&source_config(s)?, reader_options(walk_binlog)).await?;
     let table = reader.describe(&TableId::new(schema, TABLE)).await?;
     Ok((reader, table))
 }
@@ -492,12 +510,13 @@ async fn run_capstan(
     schema: &str,
     chunk_size: Option<u32>,
     read_ahead: bool,
+    walk_binlog: bool,
     limit: Option<Duration>,
 ) -> Result<CapstanPass, BoxError> {
-    let (mut reader, table) = open_reader(s, schema).await?;
+    let (mut reader, table) = open_reader(s, schema, walk_binlog).await?;
     let config = source_config(s)?;
     let identity = reader.server_identity().await?;
-    let mut ahead = ChunkPrefetch::new();
+    let mut ahead = ChunkPrefetch::with_options(reader_options(walk_binlog));
     let mut previous: Option<Position> = None;
     let mut sizer = ChunkSizer::for_config(chunk_size);
     let mut largest = 0u32;
@@ -576,8 +595,9 @@ async fn probe_chunk_cost(
     schema: &str,
     rows: u64,
     n: usize,
+    walk_binlog: bool,
 ) -> Result<(Vec<Duration>, Vec<Duration>), BoxError> {
-    let (mut reader, table) = open_reader(s, schema).await?;
+    let (mut reader, table) = open_reader(s, schema, walk_binlog).await?;
     let mid = i64::try_from(rows / 2)?;
     let cursor = vec![KeyPart::Int(mid)];
     let mut capstan = Vec::with_capacity(n);
@@ -703,6 +723,48 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".to_string())
 }
 
+/// MariaDB: grows the current binlog file to at least `mb` MB with 1 MB blob rows (16 per
+/// statement) into `<schema>.binlog_filler`, emptied afterwards (`TRUNCATE`, a few bytes of
+/// binlog). No `FLUSH`: the file is the one the measurement finds.
+async fn grow_binlog(admin: &mut Conn, schema: &str, mb: u64) -> Result<(), BoxError> {
+    let want = mb * 1_000_000;
+    let (file, mut offset) = binlog_status(admin, "mariadb").await?;
+    if offset >= want {
+        return Ok(());
+    }
+    println!(
+        "  growing binlog file {file} from {:.1} MB to {mb} MB",
+        offset as f64 / 1e6
+    );
+    admin
+        .query_drop(format!(
+            "CREATE TABLE IF NOT EXISTS `{schema}`.binlog_filler \
+             (id BIGINT AUTO_INCREMENT PRIMARY KEY, b LONGBLOB) ENGINE=InnoDB"
+        ))
+        .await?;
+    let rows = vec!["(REPEAT(MD5(RAND()), 32768))"; 16].join(", ");
+    let started = Instant::now();
+    while offset < want {
+        admin
+            .query_drop(format!(
+                "INSERT INTO `{schema}`.binlog_filler (b) VALUES {rows}"
+            ))
+            .await?;
+        let (_, now) = binlog_status(admin, "mariadb").await?;
+        offset = now;
+    }
+    admin
+        .query_drop(format!("TRUNCATE TABLE `{schema}`.binlog_filler"))
+        .await?;
+    let (file, offset) = binlog_status(admin, "mariadb").await?;
+    println!(
+        "  binlog file {file} now at {:.1} MB ({:.1} s)",
+        offset as f64 / 1e6,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 /// The current binlog file and offset (admin).
 async fn binlog_status(admin: &mut Conn, name: &str) -> Result<(String, u64), BoxError> {
     let sql = if name == "mysql" {
@@ -749,6 +811,10 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
     };
     println!("  capstan position capture: {capture_default:?}");
 
+    if mariadb && args.binlog_mb > 0 {
+        grow_binlog(&mut admin, &args.schema, args.binlog_mb).await?;
+    }
+    let (file, offset) = binlog_status(&mut admin, s.name).await?;
     if mariadb {
         println!(
             "  -- as found (binlog file {file} at {:.1} MB) --",
@@ -756,8 +822,14 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
         );
         let probe = probe_mariadb_capture(s, args.probe.clamp(1, 50)).await?;
         print_capture_probe(&probe);
-        let (capstan, plain) =
-            probe_chunk_cost(s, &args.schema, args.rows, args.probe.clamp(1, 50)).await?;
+        let (capstan, plain) = probe_chunk_cost(
+            s,
+            &args.schema,
+            args.rows,
+            args.probe.clamp(1, 50),
+            args.walk_binlog,
+        )
+        .await?;
         println!("{}", pct_line("  capstan read_chunk(1 row)", &capstan));
         println!("{}", pct_line("  plain one-row keyset page", &plain));
         let pass = run_capstan(
@@ -765,6 +837,7 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
             &args.schema,
             args.chunk_size,
             args.read_ahead,
+            args.walk_binlog,
             Some(Duration::from_secs_f64(args.as_found_secs)),
         )
         .await?;
@@ -811,7 +884,15 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
     let mut loads = vec![load_average()];
     for round in 0..args.rounds {
         if args.capstan_only {
-            let c = run_capstan(s, &args.schema, args.chunk_size, args.read_ahead, None).await?;
+            let c = run_capstan(
+                s,
+                &args.schema,
+                args.chunk_size,
+                args.read_ahead,
+                args.walk_binlog,
+                None,
+            )
+            .await?;
             println!(
                 "  round {}: capstan {:.3} s ({} rows, {} chunks)",
                 round + 1,
@@ -823,7 +904,15 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
         }
         let r = run_raw(s, &args.schema).await?;
         let k = run_keyset(s, &args.schema, args.keyset_page).await?;
-        let c = run_capstan(s, &args.schema, args.chunk_size, args.read_ahead, None).await?;
+        let c = run_capstan(
+            s,
+            &args.schema,
+            args.chunk_size,
+            args.read_ahead,
+            args.walk_binlog,
+            None,
+        )
+        .await?;
         for (line, m) in [
             (&mut raw, &r),
             (&mut keyset, &k),
@@ -861,7 +950,7 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
     }
 
     let (probe_capstan, probe_plain) =
-        probe_chunk_cost(s, &args.schema, args.rows, args.probe).await?;
+        probe_chunk_cost(s, &args.schema, args.rows, args.probe, args.walk_binlog).await?;
     let capture = if mariadb {
         Some(probe_mariadb_capture(s, args.probe).await?)
     } else {
@@ -890,9 +979,9 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
         );
     }
     println!(
-        "  capstan / raw scan = {:.2}x (target >= 0.80x: {}), capstan / keyset = {:.2}x",
+        "  capstan / raw scan = {:.2}x (target >= 0.95x: {}), capstan / keyset = {:.2}x",
         capstan_rate / rate(&raw),
-        if capstan_rate / rate(&raw) >= 0.8 {
+        if capstan_rate / rate(&raw) >= 0.95 {
             "met"
         } else {
             "MISSED"

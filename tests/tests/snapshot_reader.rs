@@ -1004,7 +1004,7 @@ async fn lock_wait_timeout_is_lock_unavailable() {
         &config(&db),
         ReaderOptions {
             lock_wait_timeout_s: 1,
-            capture: None,
+            ..ReaderOptions::default()
         },
     )
     .await

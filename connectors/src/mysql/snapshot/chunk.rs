@@ -6,6 +6,8 @@ use std::time::Duration;
 use capstan_core::change::Row;
 use capstan_core::position::{Flavor, Position};
 
+use super::gtid_walk::BinlogPoint;
+
 /// One page of a table, in key order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Chunk {
@@ -23,6 +25,9 @@ pub struct Chunk {
     /// With [`PositionCapture::LockTables`]: how long the table lock was held, from
     /// `LOCK TABLES` returning to `START TRANSACTION` returning. `None` lock-free.
     pub lock_held: Option<Duration>,
+    /// With [`PositionCapture::BinlogSnapshot`]: the read view's binlog point, whose GTID
+    /// position is `position`. `None` with the lock.
+    pub binlog_point: Option<BinlogPoint>,
 }
 
 /// How a chunk's exact position G is paired with its read view.
@@ -34,7 +39,9 @@ pub enum PositionCapture {
     LockTables,
     /// MariaDB only, lock-free: `START TRANSACTION WITH CONSISTENT SNAPSHOT` →
     /// `binlog_snapshot_file`/`binlog_snapshot_position` (the binlog point of the read view)
-    /// → `BINLOG_GTID_POS(file, pos)`.
+    /// → its GTID position: `BINLOG_GTID_POS(file, pos)` for a reader's first chunk, then
+    /// translated from the chunk before by the binlog events between the two points
+    /// (ADR-0006, Revision 2026-12-05).
     BinlogSnapshot,
 }
 
@@ -56,6 +63,11 @@ pub struct ReaderOptions {
     pub lock_wait_timeout_s: u32,
     /// The position capture; `None` for [`PositionCapture::default_for`] the flavour.
     pub capture: Option<PositionCapture>,
+    /// With [`PositionCapture::BinlogSnapshot`]: translate each chunk's binlog point from the
+    /// previous chunk's by the binlog events in between (true, the default), or ask
+    /// `BINLOG_GTID_POS` for every chunk (false: the cost grows with the offset into the
+    /// binlog file; kept for comparison and as a switch).
+    pub walk_binlog: bool,
 }
 
 impl Default for ReaderOptions {
@@ -63,6 +75,7 @@ impl Default for ReaderOptions {
         ReaderOptions {
             lock_wait_timeout_s: 10,
             capture: None,
+            walk_binlog: true,
         }
     }
 }

@@ -23,7 +23,7 @@ use capstan_core::change::TableId;
 use capstan_core::position::Position;
 use tokio::task::JoinHandle;
 
-use super::chunk::Chunk;
+use super::chunk::{Chunk, ReaderOptions};
 use super::error::SnapshotError;
 use super::key::KeyPart;
 use super::reader::SnapshotReader;
@@ -85,6 +85,8 @@ struct Pending {
 /// See the module documentation.
 #[derive(Debug, Default)]
 pub struct ChunkPrefetch {
+    /// The second connection's reader options.
+    options: ReaderOptions,
     idle: Option<SnapshotReader>,
     pending: Option<Pending>,
     backoff: PrefetchBackoff,
@@ -101,6 +103,19 @@ impl ChunkPrefetch {
     /// No connection yet, nothing read ahead.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// As [`ChunkPrefetch::new`], the second connection opened with `options`.
+    pub fn with_options(options: ReaderOptions) -> Self {
+        ChunkPrefetch {
+            options,
+            idle: None,
+            pending: None,
+            backoff: PrefetchBackoff::default(),
+            used: 0,
+            stale: 0,
+            wasted: 0,
+        }
     }
 
     /// True while a chunk is being read ahead (or waits to be taken).
@@ -126,6 +141,7 @@ impl ChunkPrefetch {
         }
         let reader = self.idle.take();
         let config = source.clone();
+        let options = self.options;
         let identity = identity.to_string();
         let t = table.clone();
         let cursor = after.clone();
@@ -134,7 +150,7 @@ impl ChunkPrefetch {
                 Some(r) => r,
                 None => {
                     let opened: Result<SnapshotReader, SnapshotError> = async {
-                        let mut r = SnapshotReader::open(&config).await?;
+                        let mut r = SnapshotReader::open_with(&config, options).await?;
                         r.check_identity(&identity).await?;
                         Ok(r)
                     }

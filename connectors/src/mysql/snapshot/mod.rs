@@ -19,7 +19,9 @@
 //! MariaDB can pair them lock-free ([`PositionCapture::BinlogSnapshot`]): the consistent
 //! snapshot records the binlog file and offset it corresponds to
 //! (`binlog_snapshot_file`/`_position`), and `BINLOG_GTID_POS` turns that into a GTID
-//! position. The lock path exists for MariaDB too, should that prove unsafe.
+//! position for a reader's first chunk; later chunks' points are translated from the previous
+//! one by the binlog events in between ([`GtidWalk`], ADR-0006 Revision 2026-12-05). The lock
+//! path exists for MariaDB too, should that prove unsafe.
 //!
 //! # Values
 //!
@@ -31,6 +33,7 @@ mod chunk;
 mod chunk_prefetch;
 mod declared_type;
 mod error;
+mod gtid_walk;
 mod key;
 mod pad_space;
 mod reader;
@@ -42,8 +45,9 @@ mod weighing;
 pub use chunk::{Chunk, PositionCapture, ReaderOptions};
 pub use chunk_prefetch::ChunkPrefetch;
 pub use error::SnapshotError;
+pub use gtid_walk::{BinlogPoint, EventRow, GtidWalk, WalkError, WalkStep};
 pub use key::{KeyColumn, KeyKind, KeyPart, KeyShape};
-pub use reader::SnapshotReader;
+pub use reader::{SnapshotReader, TranslationStats};
 pub use table::SnapshotTable;
 
 use capstan_core::position::Flavor;

@@ -31,8 +31,11 @@ use crate::mysql::source_config::{FlavorChoice, ValidSourceConfig};
 use crate::mysql::source_error::SourceError;
 use crate::mysql::table_filter::TableFilter;
 
+mod binlog_point;
 mod chunk_read;
 mod collation;
+
+pub use binlog_point::TranslationStats;
 
 /// The snapshot reader. See the module documentation.
 #[derive(Debug)]
@@ -45,6 +48,8 @@ pub struct SnapshotReader {
     weighings: HashMap<KeyKind, Weighing>,
     /// The source's column controls, applied to every chunk row.
     columns: ColumnControls,
+    /// MariaDB: how chunk binlog points become positions.
+    translator: binlog_point::Translator,
 }
 
 fn connect_err(e: &ServerOrIo) -> SnapshotError {
@@ -141,6 +146,7 @@ impl SnapshotReader {
             layouts: HashMap::new(),
             weighings: HashMap::new(),
             columns: config.columns.clone(),
+            translator: binlog_point::Translator::new(options.walk_binlog),
         })
     }
 

@@ -11,6 +11,7 @@ use capstan_core::position::Position;
 use super::super::chunk::{Chunk, PositionCapture};
 use super::super::error::{server_code, SnapshotError};
 use super::super::executed_position_sql;
+use super::super::gtid_walk::BinlogPoint;
 use super::super::key::KeyPart;
 use super::super::row_value::{convert, wire_type_fits};
 use super::super::sql::{chunk_params, chunk_select, quote_table};
@@ -26,14 +27,24 @@ const CAPACITY_CAP: usize = 1 << 16;
 /// Opens a chunk's transaction: its read view, and on MariaDB its binlog point.
 const START_SNAPSHOT: &str = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY";
 
-/// MariaDB: G, the GTID position of the open transaction's binlog point (`BINLOG_GTID_POS`
-/// of `binlog_snapshot_file`/`_position`, fixed for the transaction: ADR-0006), then the
-/// transaction's end, in one round trip.
-const BINLOG_SNAPSHOT_GTID_AND_COMMIT: &str = "SELECT BINLOG_GTID_POS(\
-     MAX(IF(VARIABLE_NAME = 'BINLOG_SNAPSHOT_FILE', VARIABLE_VALUE, NULL)), \
-     MAX(IF(VARIABLE_NAME = 'BINLOG_SNAPSHOT_POSITION', VARIABLE_VALUE, NULL))) \
+/// MariaDB: the open transaction's binlog point (`binlog_snapshot_file`/`_position`, fixed
+/// for the transaction: ADR-0006).
+const BINLOG_SNAPSHOT_POINT: &str = "SELECT \
+     MAX(IF(VARIABLE_NAME = 'BINLOG_SNAPSHOT_FILE', VARIABLE_VALUE, NULL)) AS f, \
+     MAX(IF(VARIABLE_NAME = 'BINLOG_SNAPSHOT_POSITION', VARIABLE_VALUE, NULL)) AS p \
      FROM information_schema.SESSION_STATUS \
-     WHERE VARIABLE_NAME IN ('BINLOG_SNAPSHOT_FILE', 'BINLOG_SNAPSHOT_POSITION'); COMMIT";
+     WHERE VARIABLE_NAME IN ('BINLOG_SNAPSHOT_FILE', 'BINLOG_SNAPSHOT_POSITION')";
+
+/// The point and its `BINLOG_GTID_POS` (a reader's first chunk), then the transaction's end,
+/// in one round trip.
+fn point_and_commit(with_server_gtid: bool) -> String {
+    let g = if with_server_gtid {
+        "BINLOG_GTID_POS(s.f, s.p)"
+    } else {
+        "NULL"
+    };
+    format!("SELECT s.f, s.p, {g} FROM ({BINLOG_SNAPSHOT_POINT}) s; COMMIT")
+}
 
 impl SnapshotReader {
     /// Up to `chunk_size` rows with key > `after` (from the start when `None`), in key order,
@@ -78,18 +89,19 @@ impl SnapshotReader {
                 return Err(e);
             }
         };
-        let (position, lock_held) = match locked {
+        let (position, lock_held, binlog_point) = match locked {
             Some((position, held)) => {
                 self.conn
                     .query_drop("COMMIT")
                     .await
                     .map_err(|e| chunk_err(&table.id, "commit", &e))?;
-                (position, Some(held))
+                (position, Some(held), None)
             }
-            None => (
-                self.binlog_snapshot_position_and_commit(&table.id).await?,
-                None,
-            ),
+            None => {
+                let (point, server) = self.binlog_snapshot_point_and_commit(&table.id).await?;
+                let position = self.position_at(&table.id, point.clone(), server).await?;
+                (position, None, Some(point))
+            }
         };
         let last = rows.len() < usize::try_from(limit).unwrap_or(usize::MAX);
         rows.truncate(usize::try_from(chunk_size.max(1)).unwrap_or(usize::MAX));
@@ -103,6 +115,7 @@ impl SnapshotReader {
             last,
             bytes,
             lock_held,
+            binlog_point,
         })
     }
 
@@ -162,37 +175,48 @@ impl SnapshotReader {
         Ok((g, held))
     }
 
-    /// MariaDB: G from the open transaction's binlog point (`binlog_snapshot_file` and
-    /// `_position`, fixed for the transaction), and the transaction's COMMIT, in one round
-    /// trip. On any failure the transaction is rolled back.
-    async fn binlog_snapshot_position_and_commit(
+    /// MariaDB: the open transaction's binlog point (fixed for the transaction), with its
+    /// `BINLOG_GTID_POS` when the translator has no earlier point to walk from, and the
+    /// transaction's COMMIT, in one round trip. On any failure the transaction is rolled back.
+    async fn binlog_snapshot_point_and_commit(
         &mut self,
         table: &TableId,
-    ) -> Result<Position, SnapshotError> {
+    ) -> Result<(BinlogPoint, Option<Position>), SnapshotError> {
         let unreadable = || SnapshotError::ChunkReadFailed {
             table: table.clone(),
             site: "binlog snapshot",
             code: 0,
         };
+        let with_server = self.translator.needs_server();
+        let sql = point_and_commit(with_server);
         let read = async {
-            self.conn.query(BINLOG_SNAPSHOT_GTID_AND_COMMIT).await?;
-            let g: Vec<(Option<String>,)> = self.conn.next_result().await?.unwrap_or_default();
+            self.conn.query(&sql).await?;
+            let rows: Vec<(Option<String>, Option<u64>, Option<String>)> =
+                self.conn.next_result().await?.unwrap_or_default();
             // the COMMIT's answer (its error, if it failed)
             self.conn.drop_result().await?;
-            Ok(g)
+            Ok(rows)
         };
-        let g = match read.await {
-            Ok(g) => g,
+        let rows = match read.await {
+            Ok(rows) => rows,
             Err(e) => {
                 let _ = self.conn.query_drop("ROLLBACK").await;
                 return Err(chunk_err(table, "binlog gtid pos", &e));
             }
         };
-        g.into_iter()
-            .next()
-            .and_then(|(text,)| text)
-            .and_then(|t| parse_position(self.flavor, &t))
-            .ok_or_else(unreadable)
+        let Some((Some(file), Some(pos), g)) = rows.into_iter().next() else {
+            return Err(unreadable());
+        };
+        let server = if with_server {
+            // NULL: the file was purged or the point is not an event boundary (ADR-0006)
+            Some(
+                g.and_then(|t| parse_position(self.flavor, &t))
+                    .ok_or_else(unreadable)?,
+            )
+        } else {
+            None
+        };
+        Ok((BinlogPoint::new(file, pos), server))
     }
 
     /// The chunk's rows and the bytes of their values; with `prelude`, that statement goes in
