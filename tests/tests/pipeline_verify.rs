@@ -205,3 +205,143 @@ fn produce(bootstrap: &str, topic: &str, key: &str, value: &Value) {
         .unwrap();
     producer.flush(Duration::from_secs(30)).unwrap();
 }
+
+/// The registry of the dev services (`deploy/dev/services.sh up`), or a skip.
+fn registry_url() -> Option<String> {
+    std::env::var("CAPSTAN_TEST_REGISTRY_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or_else(|| {
+            capstan_tests::skip_or_fail(
+                "CAPSTAN_TEST_REGISTRY_URL is not set; run `deploy/dev/services.sh up`",
+            )
+        })
+}
+
+/// Every `kafka.format` reads back: pipelines of the same two tables in
+/// `debezium_json_schema` (the payload of each schema'd record) and `avro` (each datum decoded
+/// with the schema its framing's id names in the registry) verify clean, with exact counts;
+/// then a source change the pipelines never see — a decimal and a note, binlog off — shows in
+/// both as exactly those two differing rows, so the values of these formats are really
+/// compared; and a record on the Avro topic that is not Avro is unreadable, not ignored.
+#[test]
+fn verify_reads_schema_json_and_avro_topics_back() {
+    let Some(db) = mysql() else { return };
+    let Some(kafka) = kafka() else { return };
+    let Some(registry) = registry_url() else {
+        return;
+    };
+    let password = db.password.clone();
+    let live = LiveSchema::with_orders(db, "verifyfmt", 20);
+    live.sql(
+        "CREATE TABLE `{schema}`.typed (id INT PRIMARY KEY, price DECIMAL(10,2), ratio FLOAT, \
+         d DOUBLE, dt DATETIME(3), ts TIMESTAMP(6) NULL, b VARBINARY(8), bits BIT(10), \
+         e ENUM('x','y'), j JSON, day DATE); \
+         INSERT INTO `{schema}`.typed VALUES \
+         (1, 12.34, 0.5, -1.25, '2024-01-31 10:11:12.123', '2024-01-31 10:11:12.654321', \
+          x'00ff', b'1010101010', 'y', '{\"a\": 1}', '2024-01-31'), \
+         (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL), \
+         (3, -0.01, 3.4e38, 1e300, '1970-01-01 00:00:00', '1999-12-31 23:59:59', x'', b'0', \
+          'x', '[]', '1000-01-01')",
+    );
+    let Some(c) = Cluster::start(3) else { return };
+    let leader = c.wait_for_leader(&[1, 2, 3], SETTLE).expect("a leader");
+    let url = c.workers[&leader].api();
+    let bootstrap = kafka.bootstrap_servers().to_string();
+    let orders = format!("{}.orders", live.name);
+    let typed = format!("{}.typed", live.name);
+    let pipelines = [("vjs", "debezium_json_schema"), ("vav", "avro")];
+    for (i, (name, format)) in pipelines.iter().enumerate() {
+        let server_id = 7600 + std::process::id() % 300 + i as u32;
+        // the topic prefix is unique per run: the registry keeps the subjects of earlier runs
+        let prefix = format!("{name}{}", std::process::id());
+        let mut def = live.definition(name, "mysql", server_id, "orders", &bootstrap, &prefix);
+        def["tables"]["include"] = json!([orders, typed]);
+        def["snapshot"] = json!({"mode": "initial"});
+        def["kafka"]["format"] = json!(format);
+        if *format == "avro" {
+            def["kafka"]["schema_registry"] = json!({"url": registry});
+        }
+        c.create_streaming(leader, &def, SETTLE);
+    }
+    live.sql(
+        "INSERT INTO `{schema}`.orders VALUES (21, 'n'); \
+         DELETE FROM `{schema}`.orders WHERE id = 2; \
+         UPDATE `{schema}`.typed SET price = 99.99, dt = '2025-02-03 04:05:06.789' WHERE id = 1; \
+         DELETE FROM `{schema}`.typed WHERE id = 3; \
+         INSERT INTO `{schema}`.typed (id, price, bits, day) VALUES (4, 1.00, b'1', '2000-02-29')",
+    );
+    for (name, format) in pipelines {
+        let run = verify_pipeline(
+            &url,
+            name,
+            &password,
+            &["--format", "json", "--wait-for-checkpoint", "60"],
+        );
+        assert_eq!(run.code, Some(0), "{format}: {run:?}");
+        let o = run.table(&orders);
+        // 20 r, 1 c, 1 d and its tombstone
+        assert_eq!(
+            (o["source_rows"].as_u64(), o["topic_keys"].as_u64()),
+            (Some(20), Some(20)),
+            "{format}: {o}"
+        );
+        assert_eq!(o["records"]["records"], 23, "{format}: {o}");
+        let t = run.table(&typed);
+        // 3 r, 1 u, 1 d and its tombstone, 1 c
+        assert_eq!(
+            (t["source_rows"].as_u64(), t["topic_keys"].as_u64()),
+            (Some(3), Some(3)),
+            "{format}: {t}"
+        );
+        assert_eq!(t["records"]["records"], 7, "{format}: {t}");
+        for table in [&o, &t] {
+            assert_eq!(table["records"]["unreadable"], 0, "{format}: {table}");
+            for category in ["missing", "extra", "differing", "unreadable", "duplicates"] {
+                assert_eq!(table[category]["count"], 0, "{format} {category}: {table}");
+            }
+        }
+    }
+
+    // changes the pipelines never see: one decimal, one note
+    live.sql(
+        "SET SESSION sql_log_bin = 0; \
+         UPDATE `{schema}`.typed SET price = 12.35 WHERE id = 1; \
+         UPDATE `{schema}`.orders SET note = 'hidden-change' WHERE id = 5; \
+         SET SESSION sql_log_bin = 1",
+    );
+    // and a record on the Avro topic that is not Avro
+    let avro_orders = format!("vav{}.{orders}", std::process::id());
+    produce(
+        &bootstrap,
+        &avro_orders,
+        r#"{"id":1000}"#,
+        &json!({"after": {"id": 1000}, "op": "c"}),
+    );
+    for (name, format) in pipelines {
+        let run = verify_pipeline(&url, name, &password, &["--format", "json"]);
+        assert_eq!(run.code, Some(1), "{format}: {run:?}");
+        let t = run.table(&typed);
+        assert_eq!(t["differing"]["count"], 1, "{format}: {t}");
+        assert_eq!(
+            t["differing"]["examples"][0]["key"],
+            key_digest(r#"{"id":1}"#),
+            "{format}: {t}"
+        );
+        let o = run.table(&orders);
+        assert_eq!(o["differing"]["count"], 1, "{format}: {o}");
+        assert_eq!(
+            o["differing"]["examples"][0]["key"],
+            key_digest(r#"{"id":5}"#),
+            "{format}: {o}"
+        );
+        let foreign = u64::from(format == "avro");
+        assert_eq!(o["unreadable"]["count"], foreign, "{format}: {o}");
+        assert_eq!(o["extra"]["count"], 0, "{format}: {o}");
+        assert!(
+            !run.stdout.contains("hidden-change") && !run.stderr.contains("hidden-change"),
+            "{run:?}"
+        );
+    }
+    live.sql("DROP DATABASE `{schema}`");
+}

@@ -15,7 +15,7 @@ pub struct RegistrySchema {
 
 impl RegistrySchema {
     /// A schema not yet registered.
-    pub(crate) fn new(subject: String, schema: String) -> Self {
+    pub fn new(subject: String, schema: String) -> Self {
         RegistrySchema {
             subject,
             schema,

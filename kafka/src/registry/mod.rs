@@ -4,6 +4,8 @@
 
 mod registry_failure;
 mod schema_registrar;
+mod subject_schemas;
 
 pub use registry_failure::classify;
 pub use schema_registrar::SchemaRegistrar;
+pub use subject_schemas::SubjectSchemas;

@@ -61,6 +61,11 @@ impl SchemaRegistrar {
         })
     }
 
+    /// The registry client's settings (URL, credentials, timeout).
+    pub(crate) fn settings(&self) -> &SrSettings {
+        &self.settings
+    }
+
     /// Frames every Avro record of `records` with its schema ids (registering schemas not yet
     /// known). Nothing is changed unless every id is resolved.
     pub async fn frame(&self, records: &mut [KafkaRecord]) -> Result<(), SinkError> {

@@ -6,10 +6,13 @@
 //! table's topic to its end as a consumer would ([`topic_replay`]). The comparison is pure
 //! ([`table_report::compare`]): missing, extra and differing rows by key, duplicates, each
 //! identified by a key digest and a topic offset, never by a value. Memory: two digests per
-//! key. The source must be quiet while it runs (`docs/operations.md`).
+//! key. The source must be quiet while it runs (`docs/operations.md`). Every `kafka.format` is
+//! read back to the same JSON envelope first ([`record_form`]; Avro through the registry).
 
+mod avro_json;
 mod checkpoint_wait;
 mod expected_rows;
+mod record_form;
 mod row_digest;
 mod source_scan;
 mod table_report;

@@ -2,11 +2,16 @@
 //! snapshot reader, each row encoded by the product's own record builder exactly as a
 //! snapshot would publish it, and kept as digests ([`ExpectedRows`]).
 
+use std::borrow::Cow;
+
 use capstan_connectors::mysql::snapshot::{KeyPart, SnapshotError, SnapshotReader, SnapshotTable};
-use capstan_kafka::record::{BinlogCoordinates, RecordBuilder, RecordContext, SnapshotChunk};
+use capstan_kafka::record::{
+    BinlogCoordinates, RecordBuilder, RecordContext, RegistrySchema, SnapshotChunk,
+};
 use tracing::info;
 
 use super::expected_rows::ExpectedRows;
+use super::record_form::RecordForm;
 use super::verify_error::VerifyError;
 
 /// Reads a source for verify.
@@ -22,6 +27,8 @@ pub struct SourceScan<'a> {
     pub pipeline: &'a str,
     /// Rows per read.
     pub chunk_size: u32,
+    /// How the built records read back as JSON (the pipeline's format).
+    pub form: &'a mut RecordForm,
 }
 
 impl SourceScan<'_> {
@@ -30,6 +37,23 @@ impl SourceScan<'_> {
             server: self.server.to_string(),
             error: Box::new(error),
         }
+    }
+
+    /// A key or value the builder made, read back as JSON by the pipeline's format.
+    fn read_back<'b>(
+        &mut self,
+        table: &str,
+        bytes: Option<&'b [u8]>,
+        schema: Option<&RegistrySchema>,
+    ) -> Result<Option<Cow<'b, [u8]>>, VerifyError> {
+        let Some(bytes) = bytes else { return Ok(None) };
+        self.form
+            .built_json(bytes, schema)
+            .map(Some)
+            .ok_or_else(|| VerifyError::SourceRecord {
+                table: table.to_string(),
+                reason: "a record built from a source row could not be read back",
+            })
     }
 
     /// The names of the columns that identify a row of `table` without a record key: its
@@ -81,7 +105,18 @@ impl SourceScan<'_> {
                     error: Box::new(error),
                 })?;
             for r in &records {
-                expected.add(&name, r.key.as_deref(), r.value.as_deref(), &key_columns)?;
+                let schemas = r.registry.as_ref();
+                let key = self.read_back(
+                    &name,
+                    r.key.as_deref(),
+                    schemas.and_then(|s| s.key.as_deref()),
+                )?;
+                let value = self.read_back(
+                    &name,
+                    r.value.as_deref(),
+                    schemas.and_then(|s| s.value.as_deref()),
+                )?;
+                expected.add(&name, key.as_deref(), value.as_deref(), &key_columns)?;
             }
             let last_row = chunk.rows.last();
             match last_row {

@@ -248,6 +248,13 @@ impl TopicReplay {
         );
     }
 
+    /// A record whose key or value could not be read back as JSON (a wrong framing, a schema
+    /// the topic's subjects do not hold): counted as read and unreadable.
+    pub fn unreadable_record(&mut self, partition: i32, offset: i64) {
+        self.counts.records += 1;
+        self.unreadable(TopicOffset { partition, offset });
+    }
+
     fn duplicate(&mut self, key: Digest, at: TopicOffset, kind: DuplicateKind) {
         self.counts.duplicates += 1;
         if self.duplicates.len() < self.examples {

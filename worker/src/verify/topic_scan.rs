@@ -10,6 +10,7 @@ use capstan_kafka::record::{HEADER_EPOCH, HEADER_POSITION, HEADER_RECORD};
 use capstan_kafka::topic_reader::{Isolation, TopicReader};
 use tracing::info;
 
+use super::record_form::RecordForm;
 use super::topic_replay::{ReplayRecord, TopicReplay};
 use super::verify_error::VerifyError;
 use crate::pipeline::CheckedPipelineSpec;
@@ -39,20 +40,29 @@ pub fn bootstrap_servers(spec: &CheckedPipelineSpec) -> &str {
         .unwrap_or_default()
 }
 
-/// `topic` replayed into `replay`.
+/// `topic` replayed into `replay`, each key and value read back as JSON by `form` (one it
+/// cannot read is an unreadable record).
 pub async fn replay_topic(
     reader: &TopicReader,
     servers: &str,
     topic: &str,
+    form: RecordForm,
     replay: TopicReplay,
 ) -> Result<TopicReplay, VerifyError> {
-    let replay = reader
-        .scan(topic, replay, |replay, r| {
+    let (_, replay) = reader
+        .scan(topic, (form, replay), |(form, replay), r| {
+            let (Some(key), Some(value)) = (
+                form.topic_part(r.key.as_deref()),
+                form.topic_part(r.value.as_deref()),
+            ) else {
+                replay.unreadable_record(r.partition, r.offset);
+                return;
+            };
             replay.apply(&ReplayRecord {
                 partition: r.partition,
                 offset: r.offset,
-                key: r.key.as_deref(),
-                value: r.value.as_deref(),
+                key: key.as_deref(),
+                value: value.as_deref(),
                 epoch: r.header_str(HEADER_EPOCH).and_then(|e| e.parse().ok()),
                 position: r.header_str(HEADER_POSITION),
                 record: r.header_str(HEADER_RECORD),

@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use capstan_connectors::mysql::snapshot::SnapshotReader;
 use capstan_core::change::TableId;
-use capstan_kafka::record::RecordBuilder;
+use capstan_kafka::record::{RecordBuilder, SchemaFraming};
+use capstan_kafka::registry::{SchemaRegistrar, SubjectSchemas};
 use clap::{ArgGroup, Args, ValueEnum};
 use tracing::info;
 
 use super::checkpoint_wait::wait_for_checkpoint;
+use super::record_form::RecordForm;
 use super::source_scan::SourceScan;
 use super::table_report::{compare, TableReport};
 use super::topic_replay::TopicReplay;
@@ -118,12 +120,19 @@ async fn verify(api: &ApiArgs, args: &VerifyArgs) -> Result<VerifyReport, Verify
         }
     };
     let spec = &target.spec;
-    if spec.sink.record_options.schemas == capstan_kafka::record::SchemaFraming::Avro {
-        return Err(VerifyError::InvalidDefinition {
-            field: "kafka.format".into(),
-            message: "verify reads JSON topics; format avro is not supported yet".into(),
-        });
-    }
+    let framing = spec.sink.record_options.schemas;
+    // `avro`: the topics' schemas are read from the pipeline's registry, as a consumer would
+    let registry = match (&spec.sink.schema_registry, framing) {
+        (Some(settings), SchemaFraming::Avro) => {
+            Some(SchemaRegistrar::new(settings).map_err(|error| {
+                VerifyError::InvalidDefinition {
+                    field: "kafka.schema_registry".into(),
+                    message: error.to_string(),
+                }
+            })?)
+        }
+        _ => None,
+    };
     let server = format!("{}:{}", spec.source.host, spec.source.port);
     let source_error = |error| VerifyError::Source {
         server: server.clone(),
@@ -154,6 +163,10 @@ async fn verify(api: &ApiArgs, args: &VerifyArgs) -> Result<VerifyReport, Verify
     let mut reports: Vec<TableReport> = Vec::with_capacity(tables.len());
     for id in &tables {
         let table = reader.describe(id).await.map_err(source_error)?;
+        let mut form = match registry {
+            Some(_) => RecordForm::avro(SubjectSchemas::default()),
+            None => RecordForm::json(framing),
+        };
         // the source first: with a pipeline still catching up, the topic is read later
         let expected = SourceScan {
             reader: &mut reader,
@@ -161,6 +174,7 @@ async fn verify(api: &ApiArgs, args: &VerifyArgs) -> Result<VerifyReport, Verify
             builder: &builder,
             pipeline: &spec.name,
             chunk_size: args.chunk_size,
+            form: &mut form,
         }
         .expected(&table)
         .await?;
@@ -168,13 +182,28 @@ async fn verify(api: &ApiArgs, args: &VerifyArgs) -> Result<VerifyReport, Verify
             table: id.to_string(),
             error: Box::new(error),
         })?;
+        if let Some(registry) = &registry {
+            let schemas = SubjectSchemas::fetch(registry, &topic)
+                .await
+                .map_err(|error| VerifyError::Kafka {
+                    servers: servers.clone(),
+                    topic: topic.clone(),
+                    error: Box::new(error),
+                })?;
+            info!(
+                topic,
+                schemas = schemas.len(),
+                "verify: topic schemas read from the registry"
+            );
+            form.set_topic_schemas(schemas);
+        }
         let replay = TopicReplay::new(
             &id.schema,
             &id.table,
             SourceScan::key_columns(&table),
             args.examples,
         );
-        let replay = replay_topic(&topics, &servers, &topic, replay).await?;
+        let replay = replay_topic(&topics, &servers, &topic, form, replay).await?;
         let report = compare(&id.to_string(), &topic, &expected, &replay, args.examples);
         info!(
             table = %id,

@@ -87,6 +87,17 @@ fn refuse_redacted(definition: &Value) -> Result<(), VerifyError> {
                    --definition and the definition's file",
         });
     }
+    if definition
+        .pointer("/kafka/schema_registry/password")
+        .and_then(Value::as_str)
+        == Some(REDACTED)
+    {
+        return Err(VerifyError::SecretRedacted {
+            field: "kafka.schema_registry.password".into(),
+            hint: "define it as a ${env:…} or ${file:…} reference, or verify with \
+                   --definition and the definition's file",
+        });
+    }
     let overrides = definition
         .pointer("/kafka/producer_overrides")
         .and_then(Value::as_object);
@@ -167,6 +178,15 @@ mod tests {
         assert_eq!(c, "secret_redacted");
         assert!(
             m.starts_with("kafka.producer_overrides.sasl.password is <redacted>"),
+            "{m}"
+        );
+        let mut avro = definition("x", None);
+        avro["kafka"]["format"] = serde_json::json!("avro");
+        avro["kafka"]["schema_registry"] = serde_json::json!({"url": "http://registry:8081", "username": "svc", "password": REDACTED});
+        let (c, m) = code(VerifyTarget::from_definition(avro, Some(&file)));
+        assert_eq!(c, "secret_redacted");
+        assert!(
+            m.starts_with("kafka.schema_registry.password is <redacted>"),
             "{m}"
         );
         let (c, m) = code(VerifyTarget::from_definition(
