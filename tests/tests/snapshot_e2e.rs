@@ -136,10 +136,12 @@ async fn concurrent_writers(flavor: &'static str) {
     );
     let reads = replayed.read_recs.len() as u64;
     // the writers both deleted and inserted rows ahead of the cursor: the read count is the
-    // table as the chunks met it, close to the seed
+    // table as the chunks met it, which differs from the seed by at most one row per
+    // statement the writers ran (a transaction holds three); how many depends on how long
+    // the snapshot took, so the bound does too
     assert!(
-        reads.abs_diff(BIG_ROWS) < BIG_ROWS / 10,
-        "{reads} rows read of {BIG_ROWS}"
+        reads.abs_diff(BIG_ROWS) <= 3 * statements,
+        "{reads} rows read of {BIG_ROWS}, {statements} writer statements"
     );
     assert_eq!(snapshot_rows as u64, reads, "rows counter");
     assert_eq!(

@@ -38,7 +38,7 @@ async fn writer(db: DbEnv, schema: String, n: u32, stop: Arc<AtomicBool>) -> u64
     let mut i = 0u64;
     while !stop.load(Ordering::Relaxed) {
         i += 1;
-        if i % 10 == 0 {
+        if i.is_multiple_of(10) {
             // a prepared XA transaction, committed: two GTIDs (XA PREPARE, XA COMMIT)
             let xid = format!("'w{n}x{i}'");
             conn.query_drop(format!(
@@ -47,7 +47,7 @@ async fn writer(db: DbEnv, schema: String, n: u32, stop: Arc<AtomicBool>) -> u64
             ))
             .await
             .unwrap();
-        } else if i % 3 == 0 {
+        } else if i.is_multiple_of(3) {
             conn.query_drop(format!(
                 "UPDATE t SET v = v + 1 WHERE id = {}",
                 (i * 7 + u64::from(n)) % u64::from(ROWS) + 1

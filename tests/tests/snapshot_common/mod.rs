@@ -123,6 +123,16 @@ pub struct World {
     pub reader: TopicReader,
 }
 
+/// Raft and lease timings for these suites' clusters: a lease of 4 s (expiry after 4.5 s) and
+/// a 100 ms heartbeat with 400–800 ms elections, where the defaults are 700 ms and 50 ms with
+/// 150–230 ms. Up to a dozen three-worker clusters of one test binary share two cores with
+/// both database servers and Kafka; under that load the default lease lapsed every few
+/// seconds (the runner fenced `lease_expired` and restarted each time, so a 200,000-row
+/// snapshot under writers had not finished after 900 s). None of these tests is about lease
+/// timing (the cluster and failover suites keep the defaults); a failover here takes ~5 s.
+const LOADED_MACHINE_TIMINGS: &str = "lease_ms = 4000\nheartbeat_interval_ms = 100\n\
+     election_timeout_min_ms = 400\nelection_timeout_max_ms = 800\n";
+
 impl World {
     /// Starts the cluster and waits for a leader; `None` when the binary is missing (skip).
     pub async fn start(db: DbEnv, flavor: &'static str) -> Option<World> {
@@ -136,10 +146,11 @@ impl World {
         env: Vec<(String, String)>,
     ) -> Option<World> {
         let kafka = capstan_tests::kafka()?;
-        let cluster =
-            tokio::task::spawn_blocking(move || Cluster::start_with_env(3, |_| String::new(), env))
-                .await
-                .unwrap()?;
+        let cluster = tokio::task::spawn_blocking(move || {
+            Cluster::start_with_env(3, |_| LOADED_MACHINE_TIMINGS.to_string(), env)
+        })
+        .await
+        .unwrap()?;
         let cluster = Arc::new(Mutex::new(cluster));
         let reader = TopicReader::new(
             kafka.bootstrap_servers(),
