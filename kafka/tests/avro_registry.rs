@@ -73,6 +73,7 @@ fn insert(gno: u64, id: i64, note: Value) -> Transaction {
         first_change: 0,
         partially_filtered: false,
         also_covers: Vec::new(),
+        origin: Default::default(),
         changes: vec![Change {
             table: Arc::new(TableId::new("shop", "orders")),
             op: Op::Insert,

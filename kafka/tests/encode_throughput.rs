@@ -206,6 +206,7 @@ fn transactions() -> Vec<Transaction> {
                 partially_filtered: false,
                 first_change: 0,
                 also_covers: Vec::new(),
+                origin: Default::default(),
             }
         })
         .collect()

@@ -28,6 +28,10 @@ pub enum Event {
         gtid: Gtid,
         /// Immediate commit timestamp in microseconds since the epoch (0 before MySQL 8.0).
         committed_at_micros: u64,
+        /// The server id in the event header (the server that originally wrote it).
+        server_id: u32,
+        /// The event's own byte position in its binlog file (0 when unknown).
+        position: u64,
     },
     /// MySQL ANONYMOUS_GTID: a transaction without a GTID (`gtid_mode` off).
     AnonymousGtid,
@@ -91,6 +95,8 @@ pub struct MariadbGtidEvent {
     pub flags: u8,
     /// Event header timestamp, seconds since the epoch.
     pub timestamp: u32,
+    /// The event's own byte position in its binlog file (0 when unknown).
+    pub position: u64,
     /// The key of the XID an XA PREPARE ([`MariadbGtidEvent::FL_PREPARED_XA`]) or an XA
     /// COMMIT / ROLLBACK ([`MariadbGtidEvent::FL_COMPLETED_XA`]) names; `None` otherwise.
     pub xid: Option<XidKey>,
@@ -230,6 +236,7 @@ impl fmt::Debug for Event {
             Event::Gtid {
                 gtid,
                 committed_at_micros,
+                ..
             } => f
                 .debug_struct("Gtid")
                 .field("gtid", &gtid.to_string())

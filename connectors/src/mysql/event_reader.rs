@@ -14,7 +14,8 @@ use std::sync::Arc;
 use capstan_core::position::{Flavor, Gtid, Sid, Tag, Uuid};
 use mysql_common::binlog::consts::{BinlogChecksumAlg, BinlogVersion, EventFlags, EventType};
 use mysql_common::binlog::events::{
-    Event as McEvent, EventData, FormatDescriptionEvent, RowsEventData,
+    BinlogEventFooter, BinlogEventHeader, Event as McEvent, EventData, FormatDescriptionEvent,
+    RowsEventData,
 };
 
 use super::decode::AheadSlot;
@@ -30,6 +31,7 @@ pub const HEADER_LEN: usize = 19;
 const CHECKSUM_LEN: usize = 4;
 const FDE: u8 = EventType::FORMAT_DESCRIPTION_EVENT as u8;
 const PAYLOAD: u8 = EventType::TRANSACTION_PAYLOAD_EVENT as u8;
+const ROTATE: u8 = EventType::ROTATE_EVENT as u8;
 const HEARTBEAT_V2: u8 = 41;
 
 /// Decodes binlog events one at a time. See the module documentation.
@@ -122,6 +124,11 @@ impl EventReader {
                 return Err(Halt::parse(event_type, "event shorter than its checksum"));
             }
         }
+        if event_type == ROTATE && !in_payload && !self.checksums_enabled() {
+            if let Some(ev) = checksummed_rotate(&fde, bytes) {
+                return self.map(&ev, event_type);
+            }
+        }
         let ev =
             McEvent::read(&fde, bytes).map_err(|_| Halt::parse(event_type, "malformed event"))?;
         if self.verify_checksums && !in_payload {
@@ -212,6 +219,8 @@ impl EventReader {
                 Ok(Event::Gtid {
                     gtid: Gtid::new(sid, g.gno()),
                     committed_at_micros,
+                    server_id: header.server_id(),
+                    position: event_start(&header),
                 })
             }
             EventData::AnonymousGtidEvent(_) => Ok(Event::AnonymousGtid),
@@ -231,11 +240,11 @@ impl EventReader {
     fn map_unknown(&mut self, ev: &McEvent, event_type: u8) -> Result<Event, Halt> {
         let header = ev.header();
         match event_type {
-            maria::GTID => Ok(Event::MariadbGtid(maria::decode_gtid(
-                ev.data(),
-                header.server_id(),
-                header.timestamp(),
-            )?)),
+            maria::GTID => {
+                let mut g = maria::decode_gtid(ev.data(), header.server_id(), header.timestamp())?;
+                g.position = event_start(&header);
+                Ok(Event::MariadbGtid(g))
+            }
             maria::GTID_LIST => Ok(Event::MariadbGtidList(maria::decode_gtid_list(ev.data())?)),
             maria::ANNOTATE_ROWS | maria::BINLOG_CHECKPOINT => Ok(Event::Ignored { event_type }),
             maria::START_ENCRYPTION => Ok(Event::Unsupported {
@@ -285,6 +294,24 @@ pub fn frame_len(bytes: &[u8]) -> Option<usize> {
     (size >= HEADER_LEN && size <= bytes.len()).then_some(size)
 }
 
+/// The server's artificial ROTATE at the start of a dump comes before any FORMAT_DESCRIPTION,
+/// so nothing has announced checksums yet, but it carries a CRC32 trailer when the connection
+/// asked for checksums: read as if without one, the trailer's 4 bytes end the file name. The
+/// event read with a CRC32 footer, when the trailer is its CRC32; `None` otherwise.
+fn checksummed_rotate(fde: &FormatDescriptionEvent<'static>, bytes: &[u8]) -> Option<McEvent> {
+    let crc = BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_CRC32;
+    let with_crc = fde.clone().with_footer(BinlogEventFooter::new(crc));
+    let ev = McEvent::read(&with_crc, bytes).ok()?;
+    let stored = ev.checksum()?;
+    (u32::from_le_bytes(stored) == ev.calc_checksum(crc)).then_some(ev)
+}
+
+/// The event's own byte position in its binlog file: the header's next-event position less
+/// the event's size (0 for events without a position, such as a payload's inner events).
+fn event_start(header: &BinlogEventHeader) -> u64 {
+    u64::from(header.log_pos().saturating_sub(header.event_size()))
+}
+
 fn verify_checksum(ev: &McEvent, event_type: u8) -> Result<(), Halt> {
     let alg = ev.footer().get_checksum_alg();
     if !matches!(alg, Ok(Some(BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_CRC32))) {
@@ -329,4 +356,62 @@ fn map_rows(rows: &RowsEventData<'_>, event_type: u8) -> Event {
         rows: rows.rows_data().to_vec(),
         ahead: AheadSlot::default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CRC-32 (IEEE), bit by bit: the test's own, independent of mysql_common's.
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in bytes {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xedb8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+
+    /// An artificial ROTATE to `name` (log_pos 0, LOG_EVENT_ARTIFICIAL_F), with a CRC32
+    /// trailer or without.
+    fn rotate(name: &str, checksum: bool) -> Vec<u8> {
+        let size = HEADER_LEN + 8 + name.len() + if checksum { CHECKSUM_LEN } else { 0 };
+        let mut e = Vec::new();
+        e.extend_from_slice(&0u32.to_le_bytes()); // timestamp
+        e.push(ROTATE);
+        e.extend_from_slice(&1u32.to_le_bytes()); // server id
+        e.extend_from_slice(&(size as u32).to_le_bytes());
+        e.extend_from_slice(&0u32.to_le_bytes()); // log_pos
+        e.extend_from_slice(&0x20u16.to_le_bytes()); // LOG_EVENT_ARTIFICIAL_F
+        e.extend_from_slice(&4u64.to_le_bytes());
+        e.extend_from_slice(name.as_bytes());
+        if checksum {
+            let crc = crc32(&e);
+            e.extend_from_slice(&crc.to_le_bytes());
+        }
+        e
+    }
+
+    #[test]
+    fn the_artificial_rotate_before_the_format_description_names_its_file_without_the_crc() {
+        for checksum in [true, false] {
+            let ev = EventReader::new()
+                .decode(&rotate("binlog.000009", checksum))
+                .unwrap();
+            let Event::Rotate { file, position } = ev else {
+                panic!("{ev:?}")
+            };
+            assert_eq!(
+                (file.as_str(), position),
+                ("binlog.000009", 4),
+                "crc {checksum}"
+            );
+        }
+    }
 }

@@ -83,6 +83,7 @@ pub fn decode_gtid(data: &[u8], server_id: u32, timestamp: u32) -> Result<Mariad
         gtid: MariadbGtid::new(domain, server_id, seq),
         flags,
         timestamp,
+        position: 0,
         xid,
     })
 }

@@ -11,6 +11,7 @@
 //! (it can carry literals, defaults and passwords) and is only kept when a pipeline opts in.
 
 #[allow(clippy::module_inception)]
+mod binlog_origin;
 mod change;
 mod column_type;
 mod row;
@@ -21,6 +22,7 @@ mod temporal;
 mod transaction;
 mod value;
 
+pub use binlog_origin::BinlogOrigin;
 pub use change::{Change, Op};
 pub use column_type::{ColumnType, ColumnTypes, SqlType};
 pub use row::{Row, RowShapeError};

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use super::binlog_origin::BinlogOrigin;
 use super::change::Change;
 use crate::position::{Flavor, Gtid, MariadbGtid, ParseError, Position};
 
@@ -65,6 +66,8 @@ pub struct Transaction {
     /// Further GTIDs that processing this transaction covers besides `gtid`: the XA PREPARE
     /// of a two-phase XA transaction delivered at its XA COMMIT (`gtid`). Empty otherwise.
     pub also_covers: Vec<TransactionGtid>,
+    /// Where in the binlog the transaction's GTID event was read.
+    pub origin: BinlogOrigin,
 }
 
 impl fmt::Debug for Transaction {

@@ -79,6 +79,7 @@ pub(super) fn tx(gno: u64, changes: Vec<Change>) -> Transaction {
         partially_filtered: false,
         first_change: 0,
         also_covers: Vec::new(),
+        origin: Default::default(),
     }
 }
 

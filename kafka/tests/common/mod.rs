@@ -68,6 +68,7 @@ pub fn insert_tx(gno: u64, first_id: i64, rows: usize) -> Transaction {
         partially_filtered: false,
         first_change: 0,
         also_covers: Vec::new(),
+        origin: Default::default(),
     }
 }
 

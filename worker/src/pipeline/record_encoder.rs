@@ -71,7 +71,8 @@ pub fn ddl_is_captured(filter: &TableFilter, change: &SchemaChange) -> bool {
     }
 }
 
-const COORDINATES: BinlogCoordinates<'static> = BinlogCoordinates {
+/// Schema-change events carry no binlog coordinates yet (docs/event-format.md).
+const DDL_COORDINATES: BinlogCoordinates<'static> = BinlogCoordinates {
     server_id: 0,
     file: "",
     pos: 0,
@@ -142,15 +143,20 @@ impl RecordEncoder {
             AssemblerOutput::Transaction(tx) | AssemblerOutput::Slice(tx) => {
                 let last = matches!(output, AssemblerOutput::Transaction(_));
                 out.rows = tx.changes.len() as u64;
+                let coordinates = BinlogCoordinates {
+                    server_id: tx.origin.server_id,
+                    file: &tx.origin.file,
+                    pos: tx.origin.pos,
+                };
                 out.records = match self.sliced.as_mut() {
                     Some(open) => self.builder.transaction_part_records(
                         tx,
                         &mut open.records,
                         last,
-                        &COORDINATES,
+                        &coordinates,
                         &ctx,
                     )?,
-                    None => self.builder.transaction_records(tx, &COORDINATES, &ctx)?,
+                    None => self.builder.transaction_records(tx, &coordinates, &ctx)?,
                 };
                 if last {
                     self.sliced = None;
@@ -165,7 +171,7 @@ impl RecordEncoder {
             {
                 out.records =
                     self.builder
-                        .schema_change_records(change, gtid, &COORDINATES, &ctx)?;
+                        .schema_change_records(change, gtid, &DDL_COORDINATES, &ctx)?;
             }
             // filtered transactions and other DDL only advance the position
             AssemblerOutput::SchemaChange { .. } | AssemblerOutput::PositionAdvanced { .. } => {}

@@ -191,6 +191,7 @@ pub(super) mod tests {
             partially_filtered: false,
             first_change: first,
             also_covers: Vec::new(),
+            origin: Default::default(),
         }
     }
 

@@ -62,7 +62,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use capstan_core::change::{
-    Change, Op, Row, SchemaChange, TableId, Transaction, TransactionGtid, Value,
+    BinlogOrigin, Change, Op, Row, SchemaChange, TableId, Transaction, TransactionGtid, Value,
 };
 use capstan_core::position::Position;
 
@@ -236,6 +236,10 @@ pub struct TransactionAssembler {
     plans: HashMap<TableId, PlanEntry>,
     /// The newest table map of each captured table (for the structure of a dropped table).
     last_maps: LastTableMaps,
+    /// The binlog file the stream is in (from the last ROTATE).
+    file: Arc<str>,
+    /// Where the newest GTID event was read: the origin of the transaction it starts.
+    origin: BinlogOrigin,
 }
 
 /// A cached column plan: the column names and key it was built for, and the plan.
@@ -262,6 +266,8 @@ impl TransactionAssembler {
             replayed: None,
             plans: HashMap::new(),
             last_maps: LastTableMaps::default(),
+            file: Arc::from(""),
+            origin: BinlogOrigin::default(),
         }
     }
 
@@ -335,11 +341,13 @@ impl TransactionAssembler {
 
     fn handle(&mut self, event: Event, out: &mut Vec<AssemblerOutput>) -> Result<(), Halt> {
         match event {
-            Event::Rotate { .. }
-            | Event::Heartbeat
-            | Event::Stop
-            | Event::Ignored { .. }
-            | Event::MariadbGtidList(_) => Ok(()),
+            Event::Rotate { file, .. } => {
+                self.file = Arc::from(file);
+                Ok(())
+            }
+            Event::Heartbeat | Event::Stop | Event::Ignored { .. } | Event::MariadbGtidList(_) => {
+                Ok(())
+            }
             Event::FormatDescription { .. } => match self.state {
                 State::Idle => Ok(()),
                 _ => Err(shape("stream restarted inside a transaction")),
@@ -350,7 +358,12 @@ impl TransactionAssembler {
             Event::Gtid {
                 gtid,
                 committed_at_micros,
-            } => self.begin_gtid(TransactionGtid::Mysql(gtid), committed_at_micros),
+                server_id,
+                position,
+            } => {
+                self.note_origin(server_id, position);
+                self.begin_gtid(TransactionGtid::Mysql(gtid), committed_at_micros)
+            }
             Event::MariadbGtid(g) => self.mariadb_gtid(g),
             Event::Query(q) => self.query(&q.schema, &q.statement, out),
             Event::TableMap(schema) => self.table_map(schema),
@@ -386,7 +399,17 @@ impl TransactionAssembler {
         Ok(())
     }
 
+    /// Where the GTID event that starts the next transaction was read.
+    fn note_origin(&mut self, server_id: u32, pos: u64) {
+        self.origin = BinlogOrigin {
+            server_id,
+            file: Arc::clone(&self.file),
+            pos,
+        };
+    }
+
     fn mariadb_gtid(&mut self, g: MariadbGtidEvent) -> Result<(), Halt> {
+        self.note_origin(g.gtid.server_id, g.position);
         let gtid = TransactionGtid::Mariadb(g.gtid);
         let at = u64::from(g.timestamp) * 1_000_000;
         self.begin_gtid(gtid.clone(), at)?;
@@ -615,6 +638,7 @@ impl TransactionAssembler {
                 partially_filtered: prepared.filtered,
                 first_change: 0,
                 also_covers,
+                origin: self.origin.clone(),
             }));
         } else {
             out.push(AssemblerOutput::PositionAdvanced { gtid, also_covers });
@@ -722,6 +746,7 @@ impl TransactionAssembler {
                 partially_filtered: open.filtered,
                 first_change,
                 also_covers: Vec::new(),
+                origin: self.origin.clone(),
             }));
         }
         let op = match rows.kind {
@@ -781,6 +806,7 @@ impl TransactionAssembler {
                 partially_filtered: open.filtered,
                 first_change: open.handed_out,
                 also_covers: Vec::new(),
+                origin: self.origin.clone(),
             }));
         }
         Ok(())

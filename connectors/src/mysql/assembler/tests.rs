@@ -17,6 +17,8 @@ fn gtid(n: u64) -> Event {
     Event::Gtid {
         gtid: Gtid::from_str(&format!("3e11fa47-71ca-11e1-9e33-c80aa9429562:{n}")).unwrap(),
         committed_at_micros: 1_000_000,
+        server_id: 1,
+        position: 0,
     }
 }
 
@@ -70,6 +72,41 @@ fn gtid_begin_rows_xid_is_one_transaction() {
     );
     assert_eq!(after.columns(), &["@1".to_string()]);
     assert!(!a.in_transaction());
+}
+
+#[test]
+fn a_transaction_carries_the_server_id_file_and_position_of_its_gtid_event() {
+    let at = |server_id, position| Event::Gtid {
+        gtid: Gtid::from_str("3e11fa47-71ca-11e1-9e33-c80aa9429562:9").unwrap(),
+        committed_at_micros: 1,
+        server_id,
+        position,
+    };
+    let rotate = |file: &str| Event::Rotate {
+        file: file.into(),
+        position: 4,
+    };
+    let mut a = TransactionAssembler::new(lax());
+    for (events, want) in [
+        (
+            vec![rotate("binlog.000003"), at(7, 4711)],
+            (7, "binlog.000003", 4711),
+        ),
+        // a rotate between transactions: the next one is in the new file
+        (
+            vec![rotate("binlog.000004"), at(8, 157)],
+            (8, "binlog.000004", 157),
+        ),
+    ] {
+        let (tm, rows) = table_map_and_rows();
+        let mut events = events;
+        events.extend([q("BEGIN"), tm, rows, Event::Xid]);
+        let out = run(&mut a, events).unwrap();
+        let [AssemblerOutput::Transaction(t)] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        assert_eq!((t.origin.server_id, &*t.origin.file, t.origin.pos), want);
+    }
 }
 
 #[test]
@@ -256,6 +293,7 @@ fn mariadb_gtid_opens_without_begin() {
         gtid: MariadbGtid::new(0, 1, 18),
         flags: 0,
         timestamp: 1650493084,
+        position: 0,
         xid: None,
     };
     let mut a = TransactionAssembler::new(lax());

@@ -29,6 +29,8 @@ fn gtid(n: u64) -> Event {
     Event::Gtid {
         gtid,
         committed_at_micros: n * 1_000_000,
+        server_id: 1,
+        position: 0,
     }
 }
 
@@ -259,6 +261,7 @@ fn maria_gtid(seq: u64, flags: u8, xid: Option<XidKey>) -> Event {
         gtid: MariadbGtid::new(0, 2, seq),
         flags,
         timestamp: 1_000,
+        position: 0,
         xid,
     })
 }
