@@ -74,7 +74,9 @@ pub(crate) fn column_schema(ty: &ColumnType, mapping: &TypeMapping) -> Json {
             DecimalHandling::String => primitive("string", opt),
             DecimalHandling::Double => primitive("double", opt),
         },
-        SqlType::Float | SqlType::Double => primitive("double", opt),
+        // Debezium's MySQL connector declares FLOAT as Connect's FLOAT32, DOUBLE as FLOAT64
+        SqlType::Float => primitive("float", opt),
+        SqlType::Double => primitive("double", opt),
         SqlType::Text => primitive("string", opt),
         SqlType::Bytes => match mapping.binary_handling_mode {
             BinaryHandling::Bytes => primitive("bytes", opt),
@@ -234,11 +236,13 @@ fn source_schema(flavor: Flavor) -> Json {
         ],
         "optional": false,
         "name": format!("io.debezium.connector.{}.Source", flavor.as_str()),
+        "version": 1,
     })
 }
 
 /// The envelope schema of a table's change events: `before` and `after` of `row` (a struct
-/// schema from [`row_schema`], named `<topic>.Value`), `source`, `op`, `ts_ms`, `transaction`,
+/// schema from [`row_schema`], named `<topic>.Value`), `source`, `transaction`, `op`, `ts_ms`
+/// (Debezium's field order),
 /// named `<topic>.Envelope` (version 2, as Debezium's).
 pub(crate) fn envelope_schema(topic: &str, row: &Json, flavor: Flavor) -> Json {
     let mut optional_row = row.clone();
@@ -249,8 +253,6 @@ pub(crate) fn envelope_schema(topic: &str, row: &Json, flavor: Flavor) -> Json {
             field("before", optional_row.clone()),
             field("after", optional_row),
             field("source", source_schema(flavor)),
-            field("op", primitive("string", false)),
-            field("ts_ms", primitive("int64", true)),
             field("transaction", json!({
                 "type": "struct",
                 "fields": [
@@ -262,6 +264,8 @@ pub(crate) fn envelope_schema(topic: &str, row: &Json, flavor: Flavor) -> Json {
                 "name": "event.block",
                 "version": 1,
             })),
+            field("op", primitive("string", false)),
+            field("ts_ms", primitive("int64", true)),
         ],
         "optional": false,
         "name": format!("{topic}.Envelope"),
@@ -275,6 +279,19 @@ mod tests {
 
     fn ty(sql: SqlType, nullable: bool) -> ColumnType {
         ColumnType { sql, nullable }
+    }
+
+    #[test]
+    fn float_is_connects_float32_and_double_its_float64_as_in_debezium() {
+        let m = TypeMapping::default();
+        assert_eq!(
+            column_schema(&ty(SqlType::Float, true), &m),
+            json!({"type": "float", "optional": true})
+        );
+        assert_eq!(
+            column_schema(&ty(SqlType::Double, false), &m),
+            json!({"type": "double", "optional": false})
+        );
     }
 
     #[test]

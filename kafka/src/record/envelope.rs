@@ -49,15 +49,17 @@ pub(crate) struct TransactionBlock<'a> {
     pub(crate) data_collection_order: u64,
 }
 
-/// A change event: `{before, after, source, op, ts_ms, transaction}`.
+/// A change event: `{before, after, source, transaction, op, ts_ms}`, in the order of
+/// Debezium's envelope (and of its Connect schema, so the Avro writer meets the fields in the
+/// plan's order).
 #[derive(Serialize)]
 pub(crate) struct Envelope<'a> {
     pub(crate) before: Option<&'a OrderedObject>,
     pub(crate) after: Option<&'a OrderedObject>,
     pub(crate) source: Source<'a>,
+    pub(crate) transaction: Option<TransactionBlock<'a>>,
     pub(crate) op: &'static str,
     pub(crate) ts_ms: u64,
-    pub(crate) transaction: Option<TransactionBlock<'a>>,
 }
 
 /// One data collection's event count in an `END` transaction event.

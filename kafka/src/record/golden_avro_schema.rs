@@ -301,13 +301,15 @@ fn every_column_type_has_avrodatas_schema() {
             "connect.parameters": {"allowed": "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"},
             "connect.name": "io.debezium.data.Enum"}, "null"]})
     );
-    assert_eq!(fields[3], json!({"name": "op", "type": "string"}));
+    assert_eq!(source["type"]["connect.version"], 1);
+    // Debezium's field order: transaction before op and ts_ms
+    assert_eq!(fields[4], json!({"name": "op", "type": "string"}));
     assert_eq!(
-        fields[4],
+        fields[5],
         json!({"name": "ts_ms", "type": ["null", "long"], "default": null})
     );
     assert_eq!(
-        fields[5],
+        fields[3],
         json!({"name": "transaction", "default": null, "type": ["null", {"type": "record",
             "name": "block", "namespace": "event", "connect.version": 1,
             "connect.name": "event.block", "fields": [
