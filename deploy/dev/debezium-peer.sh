@@ -8,6 +8,12 @@
 #                                                JsonConverter and Debezium's ExtractNewRecordState
 #                                                over the records in FILE (debezium_converters.py;
 #                                                tests/tests/debezium_converters.rs calls it)
+#   deploy/dev/debezium-peer.sh golden ARGS      install if needed, then run Debezium's MySQL
+#                                                connector over a binlog range and write its
+#                                                records as JsonConverter serializes them
+#                                                (debezium_golden.py; tests/tests/debezium_golden.rs)
+#   deploy/dev/debezium-peer.sh flink-reader ARGS  the Flink-style debezium-json reader
+#                                                (flink_debezium_json.py, plain Python, no venv)
 #
 # The venv lives in ${CAPSTAN_CACHE:-~/.cache/capstan}/debezium-venv; a rerun reuses it.
 # Needs Python >= 3.10 with venv (Debian: python3-venv) and a Java >= 17 runtime (Debian:
@@ -79,5 +85,13 @@ case $cmd in
     find_java
     exec "$VENV/bin/python" "$HERE/debezium_converters.py" "${@:2}"
     ;;
-  *) die "usage: $0 install | prepare ARGS | run ARGS (see bench/debezium/README.md) | converters FILE" ;;
+  golden)
+    install
+    find_java
+    exec "$VENV/bin/python" "$HERE/debezium_golden.py" "${@:2}"
+    ;;
+  flink-reader)
+    exec python3 "$HERE/flink_debezium_json.py" "${@:2}"
+    ;;
+  *) die "usage: $0 install | prepare ARGS | run ARGS (see bench/debezium/README.md) | converters FILE | golden ARGS | flink-reader ARGS" ;;
 esac

