@@ -191,16 +191,19 @@ fn run_reader(records: &[ConsumedRecord], schema_include: bool) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// id, name, qty, price as text, days since the epoch.
+type SourceRow = (
+    i64,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+);
+
 /// The source rows as `debezium_json` writes them with `decimal_handling_mode: string`
 /// (DATE as days since the epoch), by id.
 async fn source_rows_flink(conn: &mut mysql_async::Conn, t: &str) -> Vec<Value> {
-    let rows: Vec<(
-        i64,
-        Option<String>,
-        Option<i64>,
-        Option<String>,
-        Option<i64>,
-    )> = conn
+    let rows: Vec<SourceRow> = conn
         .query(format!(
             "SELECT id, name, qty, CAST(price AS CHAR), DATEDIFF(d, '1970-01-01') FROM {t} \
              ORDER BY id"

@@ -10,8 +10,8 @@
 //! log line or an error message by accident. DDL statement text is likewise redacted by default
 //! (it can carry literals, defaults and passwords) and is only kept when a pipeline opts in.
 
-#[allow(clippy::module_inception)]
 mod binlog_origin;
+#[allow(clippy::module_inception)]
 mod change;
 mod column_type;
 mod row;
