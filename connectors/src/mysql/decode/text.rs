@@ -52,20 +52,10 @@ pub(crate) fn fixed_string_bytes(col: &ColumnSchema) -> usize {
 
 /// CHAR / BINARY (type STRING): the declared byte length is split over the two metadata
 /// bytes (MySQL bug #37426 packs its high bits into the type byte).
-///
-/// The binlog drops a BINARY(n) value's trailing zero bytes; the server stores and returns
-/// all n (a `SELECT`, so the snapshot, reads them, and Debezium pads them back), so they are
-/// put back here. A CHAR's trailing spaces stay dropped: the server returns it without them.
 pub(crate) fn fixed_string(cur: &mut Cursor<'_>, col: &ColumnSchema) -> Result<Value, Halt> {
     let max = fixed_string_bytes(col);
     let len = cur.le(if max < 256 { 1 } else { 2 })? as usize;
     let bytes = cur.take(len)?;
-    if col.collation == Some(BINARY_COLLATION) && bytes.len() < max {
-        let mut padded = Vec::with_capacity(max);
-        padded.extend_from_slice(bytes);
-        padded.resize(max, 0);
-        return Ok(Value::Bytes(padded));
-    }
     Ok(string_value(col, bytes))
 }
 
@@ -216,53 +206,4 @@ pub(crate) fn set(
         out.push_str(name);
     }
     Ok(Value::Set(out))
-}
-
-#[cfg(test)]
-mod tests {
-    use mysql_common::constants::ColumnType;
-
-    use super::*;
-
-    fn fixed(len: u8, collation: u16) -> ColumnSchema {
-        ColumnSchema {
-            column_type: ColumnType::MYSQL_TYPE_STRING,
-            type_code: ColumnType::MYSQL_TYPE_STRING as u8,
-            meta: vec![ColumnType::MYSQL_TYPE_STRING as u8, len],
-            nullable: true,
-            unsigned: false,
-            collation: Some(collation),
-            enum_values: None,
-            set_values: None,
-        }
-    }
-
-    fn decode(col: &ColumnSchema, image: &[u8]) -> Value {
-        let mut cur = Cursor::new(image);
-        let v = fixed_string(&mut cur, col).unwrap();
-        assert!(cur.is_empty());
-        v
-    }
-
-    #[test]
-    fn binary_gets_its_trailing_zero_bytes_back_and_char_keeps_its_spaces_dropped() {
-        // BINARY(4) holding 01 02 00 00: the binlog carries 01 02
-        assert_eq!(
-            decode(&fixed(4, 63), &[2, 1, 2]),
-            Value::Bytes(vec![1, 2, 0, 0])
-        );
-        assert_eq!(decode(&fixed(4, 63), &[0]), Value::Bytes(vec![0; 4]));
-        assert_eq!(
-            decode(&fixed(4, 63), &[4, 1, 2, 3, 4]),
-            Value::Bytes(vec![1, 2, 3, 4])
-        );
-        // CHAR(4) utf8mb4 (16 bytes): 'ab' stays 'ab', as the server returns it
-        assert_eq!(
-            decode(&fixed(16, 255), &[2, b'a', b'b']),
-            Value::Text {
-                bytes: b"ab".to_vec(),
-                collation: 255
-            }
-        );
-    }
 }
