@@ -64,39 +64,34 @@ impl VerifyTarget {
     }
 }
 
+/// How to supply a secret the API redacted, other than the source password.
+const REFERENCE_HINT: &str = "define it as a ${env:…} or ${file:…} reference, or verify with \
+                              --definition and the definition's file";
+
 /// Refuses a secret the API redacted: verify needs the secret itself.
 fn refuse_redacted(definition: &Value) -> Result<(), VerifyError> {
-    if definition
-        .pointer("/source/password")
-        .and_then(Value::as_str)
-        == Some(REDACTED)
-    {
-        return Err(VerifyError::SecretRedacted {
-            field: "source.password".into(),
-            hint: "pass --source-password-file, or define it as a ${env:…} or ${file:…} reference",
-        });
-    }
-    if definition
-        .pointer("/columns/hash/salt")
-        .and_then(Value::as_str)
-        == Some(REDACTED)
-    {
-        return Err(VerifyError::SecretRedacted {
-            field: "columns.hash.salt".into(),
-            hint: "define it as a ${env:…} or ${file:…} reference, or verify with \
-                   --definition and the definition's file",
-        });
-    }
-    if definition
-        .pointer("/kafka/schema_registry/password")
-        .and_then(Value::as_str)
-        == Some(REDACTED)
-    {
-        return Err(VerifyError::SecretRedacted {
-            field: "kafka.schema_registry.password".into(),
-            hint: "define it as a ${env:…} or ${file:…} reference, or verify with \
-                   --definition and the definition's file",
-        });
+    let redacted =
+        |pointer: &str| definition.pointer(pointer).and_then(Value::as_str) == Some(REDACTED);
+    let fields = [
+        (
+            "/source/password",
+            "source.password",
+            "pass --source-password-file, or define it as a ${env:…} or ${file:…} reference",
+        ),
+        ("/columns/hash/salt", "columns.hash.salt", REFERENCE_HINT),
+        (
+            "/kafka/schema_registry/password",
+            "kafka.schema_registry.password",
+            REFERENCE_HINT,
+        ),
+    ];
+    for (pointer, field, hint) in fields {
+        if redacted(pointer) {
+            return Err(VerifyError::SecretRedacted {
+                field: field.into(),
+                hint,
+            });
+        }
     }
     let overrides = definition
         .pointer("/kafka/producer_overrides")
@@ -105,8 +100,7 @@ fn refuse_redacted(definition: &Value) -> Result<(), VerifyError> {
         if is_secret_property(key) && value.as_str() == Some(REDACTED) {
             return Err(VerifyError::SecretRedacted {
                 field: format!("kafka.producer_overrides.{key}"),
-                hint: "define it as a ${env:…} or ${file:…} reference, or verify with \
-                       --definition and the definition's file",
+                hint: REFERENCE_HINT,
             });
         }
     }
