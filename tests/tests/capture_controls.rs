@@ -173,23 +173,7 @@ async fn masking(flavor: &'static str) {
         *ops.entry(payload["op"].as_str().unwrap().to_string())
             .or_default() += 1;
         // the Connect schema: no ssn, card and email strings
-        let after_schema = v["schema"]["fields"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["field"] == "after")
-            .unwrap();
-        let fields: Vec<(String, String)> = after_schema["fields"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| {
-                (
-                    f["field"].as_str().unwrap().to_string(),
-                    f["type"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
+        let fields = after_schema_fields(&v);
         let want: Vec<(String, String)> = [
             ("id", "int32"),
             ("name", "string"),
