@@ -13,10 +13,12 @@ records of the same binlog range with these, field by field.
     debezium_golden.py --host H --port P --user U --password-env VAR --table DB.T
                        --server-id N --topic-prefix PREFIX --state-dir DIR
                        --ready-file FILE --out FILE --until-id ID [--timeout-secs S]
+                       [--snapshot] [--set KEY=VALUE ...]
 
-The connector starts with snapshot.mode=no_data (the table's structure, no rows), Debezium's
+The connector starts with snapshot.mode=no_data (the table's structure, no rows), or with
+--snapshot snapshot.mode=initial (the table's rows first, as `op: r` records), Debezium's
 defaults for every type mapping (decimal precise, time adaptive_time_microseconds, binary bytes,
-bigint long), tombstones on delete and transaction metadata on. Once its binlog client is
+bigint long) unless --set changes one, tombstones on delete and transaction metadata on. Once its binlog client is
 connected (the streaming metrics over JMX) the tool writes --ready-file: changes committed after
 that are read. It stops after the record whose `after.id` is --until-id and writes --out:
 
@@ -65,7 +67,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--until-id", required=True, type=int)
     p.add_argument("--timeout-secs", type=float, default=180.0)
+    p.add_argument("--snapshot", action="store_true",
+                   help="snapshot.mode=initial: the table's rows are read first (op r)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a connector property on top of the defaults (repeatable), e.g. "
+                        "decimal.handling.mode=string")
     args = p.parse_args(argv)
+    for kv in args.set:
+        if "=" not in kv or not kv.split("=", 1)[0]:
+            p.error(f"--set takes KEY=VALUE, got '{kv}'")
     if args.table.count(".") != 1 or not all(args.table.split(".")):
         p.error(f"--table must be DB.T, got '{args.table}'")
     return args
@@ -74,7 +84,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def properties(args: argparse.Namespace, password: str) -> dict[str, str]:
     db, _ = args.table.split(".")
     state: Path = args.state_dir.resolve()
-    return {
+    props = {
         "name": "capstan-debezium-golden",
         "connector.class": "io.debezium.connector.mysql.MySqlConnector",
         "database.hostname": args.host,
@@ -86,7 +96,7 @@ def properties(args: argparse.Namespace, password: str) -> dict[str, str]:
         "topic.prefix": args.topic_prefix,
         "database.include.list": db,
         "table.include.list": args.table,
-        "snapshot.mode": "no_data",
+        "snapshot.mode": "initial" if args.snapshot else "no_data",
         "snapshot.locking.mode": "none",
         "include.schema.changes": "false",
         "tombstones.on.delete": "true",
@@ -99,6 +109,8 @@ def properties(args: argparse.Namespace, password: str) -> dict[str, str]:
         "offset.storage.file.filename": str(state / "offsets.dat"),
         "errors.max.retries": "0",
     }
+    props.update(kv.split("=", 1) for kv in args.set)
+    return props
 
 
 def streaming(prefix: str) -> bool:
