@@ -51,6 +51,15 @@ struct Intended {
     /// as the binlog has it, trailing zero bytes dropped (the snapshot strips them to match;
     /// docs/event-format.md).
     column_values: &'static [(&'static str, &'static str, &'static str)],
+    /// `source` fields of snapshot reads both write by another rule: `ts_ms` (each side's read
+    /// time) and the binlog point, `file`/`pos` (capstan: the chunk's; Debezium: the
+    /// snapshot's), checked by [`read_points_follow_their_rules`].
+    read_positions: &'static [&'static str],
+    /// (column, Debezium's value, capstan's value) in snapshot reads only, where Debezium's
+    /// snapshot (JDBC) renders a value otherwise than its own binlog stream, whose rendering
+    /// capstan's snapshot and stream both give: a JSON document as the server prints it (with
+    /// blanks), a TIMESTAMP(6)'s fraction without its trailing zeros, the zero YEAR as 2000.
+    read_column_values: &'static [(&'static str, &'static str, &'static str)],
 }
 
 const INTENDED: Intended = Intended {
@@ -65,6 +74,20 @@ const INTENDED: Intended = Intended {
         // x'0102' and '' in a BINARY(4)
         ("bn", "\"AQIAAA==\"", "\"AQI=\""),
         ("bn", "\"AAAAAA==\"", "\"\""),
+    ],
+    read_positions: &["ts_ms", "file", "pos"],
+    read_column_values: &[
+        (
+            "j",
+            r#""{\"k\": [1, 2.5, \"s\"], \"n\": null}""#,
+            r#""{\"k\":[1,2.5,\"s\"],\"n\":null}""#,
+        ),
+        (
+            "ts6",
+            "\"2000-02-29T12:00:00.5Z\"",
+            "\"2000-02-29T12:00:00.500000Z\"",
+        ),
+        ("yr", "2000", "0"),
     ],
 };
 
@@ -83,10 +106,8 @@ fn ddl(t: &str) -> String {
     )
 }
 
-/// The changes both read: extremes of every type, NULLs, zero dates (sql_mode off for them),
-/// an update, one statement updating two rows, a transaction of two statements, a delete, a
-/// key change, the sentinel 999.
-fn changes(t: &str) -> String {
+/// The rows: extremes of every type, NULLs, zero dates (sql_mode off for them).
+fn inserts(t: &str) -> String {
     format!(
         "SET time_zone = '+00:00'; \
          INSERT INTO {t} VALUES \
@@ -108,7 +129,15 @@ fn changes(t: &str) -> String {
          INSERT INTO {t} (id, nn, d, dt0, dt6, ts0, yr) VALUES \
           (4, 'zero', '0000-00-00', '0000-00-00 00:00:00', '2024-00-00 00:00:00', \
            '0000-00-00 00:00:00', 0000); \
-         SET SESSION sql_mode = DEFAULT; \
+         SET SESSION sql_mode = DEFAULT"
+    )
+}
+
+/// The changes both read: [`inserts`], an update, one statement updating two rows, a
+/// transaction of two statements, a delete, a key change, the sentinel 999.
+fn changes(t: &str) -> String {
+    format!(
+        "{}; \
          UPDATE {t} SET vc = 'changed', dec1 = 1.50, ts0 = '2023-06-01 00:00:00', b12 = b'1', \
           j = '{{\"a\": 1}}' WHERE id = 1; \
          UPDATE {t} SET vc = 'multi' WHERE id IN (3, 4); \
@@ -116,8 +145,15 @@ fn changes(t: &str) -> String {
           UPDATE {t} SET vc = 'in tx' WHERE id IN (4, 5); COMMIT; \
          DELETE FROM {t} WHERE id = 2; \
          UPDATE {t} SET id = 10 WHERE id = 1; \
-         INSERT INTO {t} (id, nn) VALUES (999, 'end')"
+         {}",
+        inserts(t),
+        sentinel(t)
     )
+}
+
+/// The row whose record ends both reads.
+fn sentinel(t: &str) -> String {
+    format!("INSERT INTO {t} (id, nn) VALUES (999, 'end')")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -136,39 +172,153 @@ async fn mysql_records_equal_debeziums_connector_but_for_the_intended_difference
     let Some(world) = World::start(db.clone(), "mysql").await else {
         return;
     };
-    // both pipelines have Debezium's topic prefix, so `source.name` and the schema names
-    // (`<topic>.Envelope`, Debezium's `<prefix>.<db>.<table>.Envelope`) are comparable; the
-    // schemaless one writes to a topic of its own
-    let schema_topic = topic(PREFIX, &schema, "t");
+    let table = format!("{schema}.t");
+    let topics = start_pipelines(&world, &schema, &table, json!({"mode": "never"}), "gold").await;
+    let golden = debezium_records(&db, &table, &[], &mut admin, &changes(&t)).await;
+    let golden = &golden;
+
+    let mut failures = Vec::new();
+    for (format, tp, schemas) in &topics {
+        let (format, schemas) = (*format, *schemas);
+        let records = read_through_sentinel(&world, tp).await;
+        let found = compare(format, &records, golden, schemas);
+        failures.extend(found.diffs);
+        failures.extend(positions_follow_their_rules(format, &mut admin, &found.positions).await);
+    }
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} differences from Debezium:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert_eq!(golden.len(), 16, "Debezium's record count");
+}
+
+/// The same table read from the start: Debezium's `snapshot.mode=initial` and capstan's
+/// `snapshot: initial` read the rows of [`inserts`] (`op: "r"` records, through each side's
+/// snapshot path: capstan's typed `SELECT` decoding, not the binlog's), then stream the
+/// sentinel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_snapshot_records_equal_debeziums_connector_but_for_the_intended_differences() {
+    let Some(db) = flavor_db("mysql") else { return };
+    for (cmd, arg) in [("python3", "-V"), ("java", "-version")] {
+        if Command::new(cmd).arg(arg).output().is_err() {
+            capstan_tests::skip_or_fail::<()>(&format!("{cmd} is not installed"));
+            return;
+        }
+    }
+    let mut admin = db.admin_conn().await;
+    let schema = create_schema(&mut admin, "golds").await;
+    let t = qt(&schema, "t");
+    admin.query_drop(ddl(&t)).await.unwrap();
+    admin.query_drop(inserts(&t)).await.unwrap();
+    // the binlog point after the rows: every read's point is at or after it
+    let floor: (String, u64) = admin
+        .query_first::<mysql_async::Row, _>("SHOW BINARY LOG STATUS")
+        .await
+        .unwrap()
+        .map(|r| (r.get("File").unwrap(), r.get("Position").unwrap()))
+        .unwrap();
+    let Some(world) = World::start(db.clone(), "mysql").await else {
+        return;
+    };
+    let table = format!("{schema}.t");
+    let topics = start_pipelines(
+        &world,
+        &schema,
+        &table,
+        json!({"mode": "initial"}),
+        "golds",
+    )
+    .await;
+    let golden = debezium_records(&db, &table, &["--snapshot"], &mut admin, &sentinel(&t)).await;
+    let mut failures = Vec::new();
+    for (format, tp, schemas) in &topics {
+        let records = read_through_sentinel(&world, tp).await;
+        let ops: Vec<&str> = golden
+            .iter()
+            .map(|g| {
+                let v: Value = serde_json::from_str(g["value_schemaless"].as_str().unwrap()).unwrap();
+                if v["op"] == "r" { "r" } else { "c" }
+            })
+            .collect();
+        assert_eq!(ops, ["r", "r", "r", "r", "c"], "Debezium read four rows, then streamed one");
+        let found = compare(format, &records, &golden, *schemas);
+        failures.extend(found.diffs);
+        failures.extend(positions_follow_their_rules(format, &mut admin, &found.positions).await);
+        failures.extend(read_points_follow_their_rules(format, &floor, &found.reads));
+    }
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} differences from Debezium:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Two pipelines over `table` with Debezium's topic prefix, so `source.name` and the schema
+/// names (`<topic>.Envelope`, Debezium's `<prefix>.<db>.<table>.Envelope`) are comparable:
+/// `debezium_json_schema` on the table's topic and `debezium_json` on a topic of its own.
+/// Returns (format, topic, with schemas) once both stream.
+async fn start_pipelines(
+    world: &World,
+    schema: &str,
+    table: &str,
+    snapshot: Value,
+    tag: &str,
+) -> Vec<(&'static str, String, bool)> {
+    let schema_topic = topic(PREFIX, schema, "t");
     let plain_topic = format!("{schema_topic}.plain");
     world.one_partition(&[schema_topic.clone(), plain_topic.clone()]);
-    let table = format!("{schema}.t");
-    for (name, format) in [
-        ("goldschema", "debezium_json_schema"),
-        ("goldplain", "debezium_json"),
-    ] {
+    let pipelines = [
+        (format!("{tag}schema"), "debezium_json_schema"),
+        (format!("{tag}plain"), "debezium_json"),
+    ];
+    for (name, format) in &pipelines {
         let mut def = world.definition(
             name,
-            std::slice::from_ref(&table),
-            json!({"mode": "never"}),
+            &[table.to_string()],
+            snapshot.clone(),
             "at_least_once",
             PREFIX,
         );
         def["kafka"]["format"] = json!(format);
-        if format == "debezium_json" {
+        if *format == "debezium_json" {
             def["kafka"]["topic_template"] = json!("{prefix}.{db}.{table}.plain");
         }
         world.create_and_resume(def).await;
     }
-    for name in ["goldschema", "goldplain"] {
+    for (name, _) in &pipelines {
         world
             .wait_status(name, Duration::from_secs(120), "streaming", |s| {
                 s["state"] == "streaming" || s["state"] == "failed"
             })
             .await;
     }
+    vec![
+        ("debezium_json_schema", schema_topic, true),
+        ("debezium_json", plain_topic, false),
+    ]
+}
 
-    // Debezium from "now": it signals once its binlog client is connected
+/// Debezium's records of `table` (see deploy/dev/debezium_golden.py): the harness starts with
+/// `args`, `write` runs (as `admin`) once its binlog client is connected, and the records are
+/// returned once the sentinel row (id 999) was read.
+async fn debezium_records(
+    db: &capstan_tests::DbEnv,
+    table: &str,
+    args: &[&str],
+    admin: &mut mysql_async::Conn,
+    write: &str,
+) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let (ready, out) = (dir.path().join("ready"), dir.path().join("out.json"));
     let script = concat!(
@@ -186,11 +336,12 @@ async fn mysql_records_equal_debeziums_connector_but_for_the_intended_difference
         ])
         .args([
             "--table",
-            &table,
+            table,
             "--server-id",
             &(server_id() + 7).to_string(),
         ])
         .args(["--topic-prefix", PREFIX, "--until-id", "999"])
+        .args(args)
         .arg("--state-dir")
         .arg(dir.path().join("state"))
         .arg("--ready-file")
@@ -212,35 +363,13 @@ async fn mysql_records_equal_debeziums_connector_but_for_the_intended_difference
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    admin.query_drop(changes(&t)).await.unwrap();
+    admin.query_drop(write).await.unwrap();
     let status = tokio::task::spawn_blocking(move || harness.wait().unwrap())
         .await
         .unwrap();
     assert!(status.success(), "the Debezium harness failed: {status}");
     let golden: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    let golden = golden["records"].as_array().unwrap();
-
-    let mut failures = Vec::new();
-    for (format, tp, schemas) in [
-        ("debezium_json_schema", &schema_topic, true),
-        ("debezium_json", &plain_topic, false),
-    ] {
-        let records = read_through_sentinel(&world, tp).await;
-        let (diffs, positions) = compare(format, &records, golden, schemas);
-        failures.extend(diffs);
-        failures.extend(positions_follow_their_rules(format, &mut admin, &positions).await);
-    }
-    admin
-        .query_drop(format!("DROP DATABASE {}", q(&schema)))
-        .await
-        .unwrap();
-    assert!(
-        failures.is_empty(),
-        "{} differences from Debezium:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    assert_eq!(golden.len(), 16, "Debezium's record count");
+    golden["records"].as_array().unwrap().clone()
 }
 
 /// The topic's records up to the sentinel row's insert.
@@ -270,15 +399,16 @@ async fn read_through_sentinel(world: &World, tp: &str) -> Vec<ConsumedRecord> {
 type SourcePair = (Value, Value);
 
 /// Every difference between capstan's records (`format`) and Debezium's, beyond [`INTENDED`],
-/// and the two `source` blocks of each change event (for [`positions_follow_their_rules`]).
+/// and the two `source` blocks of each change event (for [`positions_follow_their_rules`])
+/// and of each snapshot read (for [`read_points_follow_their_rules`]).
 fn compare(
     format: &str,
     capstan: &[ConsumedRecord],
     golden: &[Value],
     schemas: bool,
-) -> (Vec<String>, Vec<SourcePair>) {
+) -> Compared {
     let mut out = Vec::new();
-    let mut positions = Vec::new();
+    let (mut positions, mut reads) = (Vec::new(), Vec::new());
     if capstan.len() != golden.len() {
         out.push(format!(
             "{format}: {} records, Debezium {}",
@@ -312,8 +442,20 @@ fn compare(
             let p = if schemas { &v["payload"] } else { v };
             p["source"].clone()
         };
+        let payload_of = |v: &Value| -> Value {
+            if schemas {
+                v["payload"].clone()
+            } else {
+                v.clone()
+            }
+        };
+        let read = payload_of(&cv)["op"] == "r";
         if !cv.is_null() && !gv.is_null() {
-            positions.push((source(&cv), source(&gv)));
+            if read {
+                reads.push((source(&cv), source(&gv)));
+            } else {
+                positions.push((source(&cv), source(&gv)));
+            }
         }
         if schemas && !gv.is_null() {
             strip_schema(&mut gv["schema"]);
@@ -324,7 +466,7 @@ fn compare(
             } else {
                 v
             };
-            strip_payload(payload);
+            strip_payload(payload, read);
         }
         let golden_payload = if schemas {
             gv.get_mut("payload")
@@ -332,9 +474,13 @@ fn compare(
             Some(&mut gv)
         };
         if let Some(p) = golden_payload {
+            let intended = INTENDED
+                .column_values
+                .iter()
+                .chain(INTENDED.read_column_values.iter().filter(|_| read));
             for image in ["before", "after"] {
                 if let Some(row) = p.get_mut(image).and_then(Value::as_object_mut) {
-                    for (col, theirs, ours) in INTENDED.column_values {
+                    for (col, theirs, ours) in intended.clone() {
                         let theirs: Value = serde_json::from_str(theirs).unwrap();
                         if row.get(*col) == Some(&theirs) {
                             row.insert((*col).to_string(), serde_json::from_str(ours).unwrap());
@@ -372,7 +518,51 @@ fn compare(
             out.push(format!("{at} headers: capstan {ch:?}, Debezium {gh:?}"));
         }
     }
-    (out, positions)
+    Compared {
+        diffs: out,
+        positions,
+        reads,
+    }
+}
+
+/// What [`compare`] found.
+struct Compared {
+    /// The differences beyond [`INTENDED`].
+    diffs: Vec<String>,
+    /// The `source` blocks of each change event.
+    positions: Vec<SourcePair>,
+    /// The `source` blocks of each snapshot read.
+    reads: Vec<SourcePair>,
+}
+
+/// A snapshot read's binlog point by each side's rule: capstan's is its chunk's (read with
+/// the chunk's position), Debezium's its snapshot's; capstan read first, after the rows were
+/// written at `floor`, so `floor` ≤ capstan's ≤ Debezium's, in (file, position) order.
+fn read_points_follow_their_rules(
+    format: &str,
+    floor: &(String, u64),
+    reads: &[SourcePair],
+) -> Vec<String> {
+    let point = |s: &Value| -> (String, u64) {
+        (
+            s["file"].as_str().unwrap_or_default().to_string(),
+            s["pos"].as_u64().unwrap_or_default(),
+        )
+    };
+    let mut out = Vec::new();
+    if reads.is_empty() {
+        out.push(format!("{format}: no snapshot reads"));
+    }
+    for (i, (c, d)) in reads.iter().enumerate() {
+        let (ours, theirs) = (point(c), point(d));
+        if !(*floor <= ours && ours <= theirs) {
+            out.push(format!(
+                "{format} read {i}: capstan's point {ours:?} is not between the rows' {floor:?} \
+                 and Debezium's {theirs:?}"
+            ));
+        }
+    }
+    out
 }
 
 /// `pos` and `row` by each side's rule, read back from the server's own listing of the binlog
@@ -471,7 +661,7 @@ fn strip_schema(schema: &mut Value) {
 
 /// An envelope payload without the fields whose values differ on purpose or that only
 /// Debezium writes.
-fn strip_payload(payload: &mut Value) {
+fn strip_payload(payload: &mut Value, read: bool) {
     let Some(p) = payload.as_object_mut() else {
         return;
     };
@@ -487,7 +677,11 @@ fn strip_payload(payload: &mut Value) {
             .debezium_only_source_fields
             .iter()
             .chain(INTENDED.differing_source_values)
-            .chain(INTENDED.positions)
+            .chain(if read {
+                INTENDED.read_positions
+            } else {
+                INTENDED.positions
+            })
         {
             s.remove(*f);
         }

@@ -933,6 +933,16 @@ async fn uca_pad_space_keys_order_as_the_server_compares() {
     }
 }
 
+/// The server's current binlog file and position.
+async fn binlog_status(admin: &mut mysql_async::Conn, flavor: Flavor) -> (String, u64) {
+    let sql = match flavor {
+        Flavor::Mysql => "SHOW BINARY LOG STATUS",
+        Flavor::Mariadb => "SHOW BINLOG STATUS",
+    };
+    let row: mysql_async::Row = admin.query_first(sql).await.unwrap().unwrap();
+    (row.get("File").unwrap(), row.get("Position").unwrap())
+}
+
 #[tokio::test]
 async fn position_covers_p0_lock_is_brief_and_identity_matches_the_stream() {
     for db in servers() {
@@ -953,10 +963,20 @@ async fn position_covers_p0_lock_is_brief_and_identity_matches_the_stream() {
             .describe(&TableId::new(schema.clone(), "t"))
             .await
             .unwrap();
+        let floor = binlog_status(&mut admin, r.flavor()).await;
         let chunk = r.read_chunk(&d, None, 10).await.unwrap();
+        let ceiling = binlog_status(&mut admin, r.flavor()).await;
         assert!(
             p0.is_subset(&chunk.position),
             "{}: G must cover P0",
+            db.name
+        );
+        // the chunk's binlog point (its records' source.file/pos) lies between the two
+        let point = chunk.binlog_point.clone().expect("a binlog point");
+        let point = (point.file, point.pos);
+        assert!(
+            floor <= point && point <= ceiling,
+            "{}: {point:?} not within {floor:?}..={ceiling:?}",
             db.name
         );
         assert_eq!(chunk.rows.len(), 2, "the insert before G is in the chunk");

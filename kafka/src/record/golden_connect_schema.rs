@@ -182,6 +182,8 @@ fn schemas_are_built_once_per_table_version() {
         types: Some(&ty),
         chunk_id: "c",
         coordinates: coords(),
+        first_of_table: false,
+        first_of_snapshot: false,
         last_of_table: false,
         last_of_snapshot: false,
         incremental: false,

@@ -351,6 +351,8 @@ fn keys_and_snapshot_rows_use_the_format() {
         types: None,
         chunk_id: "c1",
         coordinates: coords(),
+        first_of_table: false,
+        first_of_snapshot: false,
         last_of_table: false,
         last_of_snapshot: false,
         incremental: false,

@@ -462,6 +462,8 @@ fn snapshot_chunk_reads() {
         types: None,
         chunk_id: "shop.orders/3",
         coordinates: coords(),
+        first_of_table: false,
+        first_of_snapshot: false,
         last_of_table: true,
         last_of_snapshot: true,
         incremental: false,
@@ -515,6 +517,64 @@ fn snapshot_chunk_reads() {
         .collect();
     assert_eq!(kinds, [json!("incremental"), json!("incremental")]);
     assert_eq!(json_of(&recs[1].value)["op"], "r");
+}
+
+/// `source.snapshot` by Debezium's names over the chunks of two tables: the snapshot's first
+/// row, a table's first row, a middle row, a table's last row, the snapshot's last row; a
+/// one-row table's row is "last" before "first". Every read says `row: 0`, as Debezium's.
+#[test]
+fn snapshot_flags_follow_debeziums_names() {
+    let rows = vec![order(1, "a"), order(2, "b"), order(3, "c")];
+    let table = orders();
+    let kinds = |first_of_snapshot, first_of_table, last_of_table, last_of_snapshot, n: usize| {
+        let chunk = SnapshotChunk {
+            table: &table,
+            key: &[0],
+            rows: &rows[..n],
+            types: None,
+            chunk_id: "shop.orders/0",
+            coordinates: coords(),
+            first_of_table,
+            first_of_snapshot,
+            last_of_table,
+            last_of_snapshot,
+            incremental: false,
+        };
+        let recs = builder(true, true)
+            .snapshot_records(&chunk, &ctx())
+            .unwrap();
+        for r in &recs {
+            assert_eq!(json_of(&r.value)["source"]["row"], 0);
+        }
+        recs.iter()
+            .map(|r| json_of(&r.value)["source"]["snapshot"].clone())
+            .collect::<Vec<Json>>()
+    };
+    // the first table, read in one chunk, then not the last one
+    assert_eq!(
+        kinds(true, true, true, false, 3),
+        [json!("first"), json!("true"), json!("last_in_data_collection")]
+    );
+    // a later table's first chunk, then its last, which ends the snapshot
+    assert_eq!(
+        kinds(false, true, false, false, 2),
+        [json!("first_in_data_collection"), json!("true")]
+    );
+    assert_eq!(
+        kinds(false, false, true, true, 2),
+        [json!("true"), json!("last")]
+    );
+    // the only table, of one row; a table of one row before the last
+    assert_eq!(kinds(true, true, true, true, 1), [json!("last")]);
+    assert_eq!(
+        kinds(false, true, true, false, 1),
+        [json!("last_in_data_collection")]
+    );
+    // the first chunk of a whole snapshot of one table (Debezium: first, true, …, last)
+    assert_eq!(
+        kinds(true, true, true, true, 3),
+        [json!("first"), json!("true"), json!("last")]
+    );
 }
 
 #[test]

@@ -133,6 +133,8 @@ mod tests {
             types: None,
             chunk_id: "c",
             coordinates: coords(),
+            first_of_table: false,
+            first_of_snapshot: false,
             last_of_table: false,
             last_of_snapshot: false,
             incremental: false,

@@ -118,6 +118,12 @@ pub struct SnapshotChunk<'a> {
     pub chunk_id: &'a str,
     /// The binlog coordinates of the snapshot's read point.
     pub coordinates: BinlogCoordinates<'a>,
+    /// True for the table's first chunk (read from its start): its first row says
+    /// `snapshot: "first_in_data_collection"`.
+    pub first_of_table: bool,
+    /// True for the first chunk of the first table of the whole snapshot: its first row says
+    /// `snapshot: "first"`.
+    pub first_of_snapshot: bool,
     /// True for the table's last chunk: its last row says
     /// `snapshot: "last_in_data_collection"`.
     pub last_of_table: bool,
@@ -127,6 +133,20 @@ pub struct SnapshotChunk<'a> {
     /// `snapshot: "incremental"`, as Debezium's incremental snapshots do (the `last*` values
     /// are then not given).
     pub incremental: bool,
+}
+
+/// `source.snapshot` of a snapshot read, by Debezium's names: `incremental` for every row of
+/// an ad-hoc snapshot; else a last row before a first one (a table of one row is "last"), the
+/// whole snapshot before its table.
+fn snapshot_flag(chunk: &SnapshotChunk<'_>, first_row: bool, last_row: bool) -> &'static str {
+    match (first_row, last_row) {
+        _ if chunk.incremental => "incremental",
+        (_, true) if chunk.last_of_snapshot => "last",
+        (_, true) if chunk.last_of_table => "last_in_data_collection",
+        (true, _) if chunk.first_of_snapshot => "first",
+        (true, _) if chunk.first_of_table => "first_in_data_collection",
+        _ => "true",
+    }
 }
 
 /// The value of a snapshot-completion marker.
@@ -650,12 +670,7 @@ impl RecordBuilder {
         for (row_index, row) in chunk.rows.iter().enumerate() {
             let after = image(row, table, &self.options.encoding)?;
             let key = key_object(row, &key_cols, table, &self.options.encoding, routed)?;
-            let snapshot = match (Some(row_index) == last_row, chunk.last_of_snapshot) {
-                _ if chunk.incremental => "incremental",
-                (true, true) => "last",
-                (true, false) if chunk.last_of_table => "last_in_data_collection",
-                _ => "true",
-            };
+            let snapshot = snapshot_flag(chunk, row_index == 0, Some(row_index) == last_row);
             let envelope = Envelope {
                 before: None,
                 after: Some(&after),
@@ -671,7 +686,8 @@ impl RecordBuilder {
                     gtid: None,
                     file: chunk.coordinates.file,
                     pos: chunk.coordinates.pos,
-                    row: row_index,
+                    // Debezium's snapshot reads say 0; the row's place is in `capstan.row`
+                    row: 0,
                 },
                 op: "r",
                 ts_ms: ctx.now_ms,

@@ -188,6 +188,8 @@ mod record_tests {
                     types: None,
                     chunk_id: "c",
                     coordinates: coords(),
+                    first_of_table: false,
+                    first_of_snapshot: false,
                     last_of_table: false,
                     last_of_snapshot: false,
                     incremental: false,

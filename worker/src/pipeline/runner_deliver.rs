@@ -65,11 +65,6 @@ impl PipelineRunner {
             epoch: self.epoch,
             now_ms: now,
         };
-        let coordinates = BinlogCoordinates {
-            server_id: 0,
-            file: "",
-            pos: 0,
-        };
         let mut batch = Vec::new();
         let (mut rows, mut transactions, mut last_commit_micros) = (0u64, 0u64, None);
         let Batch { items, mut ready } = batch_in;
@@ -79,7 +74,6 @@ impl PipelineRunner {
                 chunk,
                 driver,
                 &ctx,
-                &coordinates,
             )?);
         }
         if let Some(driver) = snapshot.as_deref_mut() {
@@ -110,7 +104,6 @@ impl PipelineRunner {
                             &chunk,
                             driver,
                             &ctx,
-                            &coordinates,
                         )?);
                         ready = Some(chunk);
                     }
@@ -137,7 +130,6 @@ impl PipelineRunner {
                     &chunk,
                     driver,
                     &ctx,
-                    &coordinates,
                 )?);
                 ready = Some(chunk);
             }
@@ -220,7 +212,6 @@ impl PipelineRunner {
         chunk: &ReadyChunk<ChunkRows>,
         driver: &SnapshotDriver,
         ctx: &RecordContext<'_>,
-        coordinates: &BinlogCoordinates<'_>,
     ) -> Step<Vec<KafkaRecord>> {
         let table = driver
             .table(&chunk.table)
@@ -231,13 +222,23 @@ impl PipelineRunner {
         let key: Vec<usize> = table.key.columns.iter().map(|c| c.position).collect();
         let done = driver.rows_done(&chunk.table);
         let chunk_id = format!("{}/{done}", chunk.table);
+        let (first_of_table, first_of_snapshot) = driver.reads_from_start(&chunk.table);
+        // the chunk's binlog point; a snapshot read has no originating server (Debezium: 0)
+        let point = chunk.payload.point.as_ref();
+        let coordinates = BinlogCoordinates {
+            server_id: 0,
+            file: point.map_or("", |p| p.file.as_str()),
+            pos: point.map_or(0, |p| p.pos),
+        };
         let spec = SnapshotChunk {
             table: &chunk.table,
             key: &key,
             rows: &chunk.payload.rows,
             types: Some(&table.types),
             chunk_id: &chunk_id,
-            coordinates: *coordinates,
+            coordinates,
+            first_of_table,
+            first_of_snapshot,
             last_of_table: chunk.last,
             last_of_snapshot: chunk.last && driver.is_complete(),
             incremental: driver.is_incremental(&chunk.table),

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use capstan_connectors::mysql::snapshot::{
-    Chunk, ChunkPrefetch, KeyPart, SnapshotReader, SnapshotTable,
+    BinlogPoint, Chunk, ChunkPrefetch, KeyPart, SnapshotReader, SnapshotTable,
 };
 use capstan_connectors::mysql::{AssemblerOutput, ValidSourceConfig};
 use capstan_core::change::{Change, Op, Row, SchemaChange, TableId, Transaction};
@@ -39,6 +39,9 @@ pub struct ChunkRows {
     pub rows: Vec<Row>,
     /// The raw key of the last row.
     pub raw_end: Option<Vec<KeyPart>>,
+    /// The binlog point of the chunk's position, when the reader has one (the records'
+    /// `source.file` and `pos`).
+    pub point: Option<BinlogPoint>,
 }
 
 /// See the module documentation.
@@ -306,6 +309,7 @@ impl SnapshotDriver {
         let rows = ChunkRows {
             rows: chunk.rows,
             raw_end,
+            point: chunk.binlog_point,
         };
         self.session
             .chunk_read(id, chunk.position, end, chunk.last, rows)
@@ -476,6 +480,13 @@ impl SnapshotDriver {
     /// True when `id` is read for an operator's ad-hoc (incremental) snapshot.
     pub fn is_incremental(&self, id: &TableId) -> bool {
         self.tables.get(id).is_some_and(|r| r.incremental)
+    }
+
+    /// True while `id` is read from its start (no chunk of it published yet): the next
+    /// chunk's first row is the table's first; of the snapshot's first, when `id` is first.
+    pub fn reads_from_start(&self, id: &TableId) -> (bool, bool) {
+        let start = self.tables.get(id).is_some_and(|r| r.raw_cursor.is_none());
+        (start, start && self.session.tables().first() == Some(id))
     }
 
     /// Rows published of `id` so far.

@@ -93,6 +93,8 @@ impl SourceScan<'_> {
                     file: "",
                     pos: 0,
                 },
+                first_of_table: false,
+                first_of_snapshot: false,
                 last_of_table: chunk.last,
                 last_of_snapshot: false,
                 incremental: false,

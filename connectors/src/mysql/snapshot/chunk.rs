@@ -25,8 +25,9 @@ pub struct Chunk {
     /// With [`PositionCapture::LockTables`]: how long the table lock was held, from
     /// `LOCK TABLES` returning to `START TRANSACTION` returning. `None` lock-free.
     pub lock_held: Option<Duration>,
-    /// With [`PositionCapture::BinlogSnapshot`]: the read view's binlog point, whose GTID
-    /// position is `position`. `None` with the lock.
+    /// The binlog point of `position`: with [`PositionCapture::BinlogSnapshot`] the read
+    /// view's (its GTID position is `position`); with the lock on MySQL the point `SHOW BINARY
+    /// LOG STATUS` reported with G (at or just after G's end). `None` with the lock on MariaDB.
     pub binlog_point: Option<BinlogPoint>,
 }
 

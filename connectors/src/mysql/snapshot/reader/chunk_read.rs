@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capstan_core::change::{Row, TableId};
-use capstan_core::position::Position;
+use capstan_core::position::{Flavor, Position};
 
 use super::super::chunk::{Chunk, PositionCapture};
 use super::super::error::{server_code, SnapshotError};
@@ -26,6 +26,11 @@ const CAPACITY_CAP: usize = 1 << 16;
 
 /// Opens a chunk's transaction: its read view, and on MariaDB its binlog point.
 const START_SNAPSHOT: &str = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY";
+
+/// MySQL: the executed GTID set with the binlog point (`File`, `Position`, `Binlog_Do_DB`,
+/// `Binlog_Ignore_DB`, `Executed_Gtid_Set`); the capstan account's `REPLICATION CLIENT`
+/// allows it.
+const BINARY_LOG_STATUS: &str = "SHOW BINARY LOG STATUS";
 
 /// MariaDB: the open transaction's binlog point (`binlog_snapshot_file`/`_position`, fixed
 /// for the transaction: ADR-0006).
@@ -90,12 +95,12 @@ impl SnapshotReader {
             }
         };
         let (position, lock_held, binlog_point) = match locked {
-            Some((position, held)) => {
+            Some((position, held, point)) => {
                 self.conn
                     .query_drop("COMMIT")
                     .await
                     .map_err(|e| chunk_err(&table.id, "commit", &e))?;
-                (position, Some(held), None)
+                (position, Some(held), point)
             }
             None => {
                 let (point, server) = self.binlog_snapshot_point_and_commit(&table.id).await?;
@@ -119,20 +124,29 @@ impl SnapshotReader {
         })
     }
 
-    /// MySQL (ADR-0006): opens the chunk's transaction and returns G and the lock hold time.
+    /// MySQL (ADR-0006): opens the chunk's transaction and returns G, the lock hold time and,
+    /// on MySQL, the binlog point the server reported with G.
     ///
     /// The statements go in their order, two to a round trip where the second needs nothing
-    /// from the first's reply: `LOCK TABLES …; SELECT <executed position>` and
+    /// from the first's reply: `LOCK TABLES …; <executed position>` and
     /// `START TRANSACTION …; UNLOCK TABLES`. A failed statement ends its batch: the server
-    /// runs nothing after it.
+    /// runs nothing after it. On MySQL the executed position is `SHOW BINARY LOG STATUS`:
+    /// its `Executed_Gtid_Set` is `@@global.gtid_executed`, read the same way, and its
+    /// `File`/`Position` (read just after it) give the chunk's records their `source.file`
+    /// and `pos` (informational: G alone decides what the chunk holds).
     async fn lock_tables_position(
         &mut self,
         table: &TableId,
-    ) -> Result<(Position, Duration), SnapshotError> {
+    ) -> Result<(Position, Duration, Option<BinlogPoint>), SnapshotError> {
+        let status = self.flavor == Flavor::Mysql;
         let lock_and_read = format!(
             "LOCK TABLES {} READ; {}",
             quote_table(table),
-            executed_position_sql(self.flavor)
+            if status {
+                BINARY_LOG_STATUS
+            } else {
+                executed_position_sql(self.flavor)
+            }
         );
         start_batch(&mut self.conn, &lock_and_read)
             .await
@@ -142,10 +156,23 @@ impl SnapshotReader {
             })?;
         // LOCK TABLES has returned: the lock is held
         let locked = Instant::now();
-        let g = second_result_text(&mut self.conn).await;
-        let g = match g {
-            Ok(Some(text)) => parse_position(self.flavor, &text),
-            Ok(None) => None,
+        let g = second_result_texts(&mut self.conn).await;
+        let (g, point) = match g {
+            Ok(Some(texts)) if status => match texts.as_slice() {
+                [Some(file), Some(pos), _, _, Some(gtids), ..] => (
+                    parse_position(self.flavor, gtids),
+                    pos.parse().ok().map(|pos| BinlogPoint::new(file.as_str(), pos)),
+                ),
+                _ => (None, None),
+            },
+            Ok(Some(texts)) => (
+                texts
+                    .first()
+                    .and_then(Option::as_deref)
+                    .and_then(|text| parse_position(self.flavor, text)),
+                None,
+            ),
+            Ok(None) => (None, None),
             Err(e) => {
                 let _ = self.conn.query_drop("UNLOCK TABLES").await;
                 return Err(chunk_err(table, "position", &e));
@@ -172,7 +199,7 @@ impl SnapshotReader {
             .drop_result()
             .await
             .map_err(|e| chunk_err(table, "unlock", &e))?;
-        Ok((g, held))
+        Ok((g, held, point))
     }
 
     /// MariaDB: the open transaction's binlog point (fixed for the transaction), with its
@@ -291,18 +318,22 @@ async fn start_batch(conn: &mut QueryConn, sql: &str) -> Result<(), ServerOrIo> 
     Ok(())
 }
 
-/// The first column of the first row of a two-statement batch's second result (the first
-/// was read by [`start_batch`]); the rest of the batch is read and dropped.
-async fn second_result_text(conn: &mut QueryConn) -> Result<Option<String>, ServerOrIo> {
+/// The columns of the first row of a two-statement batch's second result as text (the first
+/// was read by [`start_batch`]); `None` without a row. The rest of the batch is read and
+/// dropped.
+async fn second_result_texts(
+    conn: &mut QueryConn,
+) -> Result<Option<Vec<Option<String>>>, ServerOrIo> {
     let rows = conn
         .next_result::<mysql_common::Row>()
         .await?
         .unwrap_or_default();
     conn.drop_result().await?;
-    Ok(rows
-        .first()
-        .and_then(|r| r.get_opt::<String, _>(0))
-        .and_then(Result::ok))
+    Ok(rows.first().map(|r| {
+        (0..r.len())
+            .map(|i| r.get_opt::<String, _>(i).and_then(Result::ok))
+            .collect()
+    }))
 }
 
 /// One chunk row, read from its packet: every value converted as the binlog decoder would
