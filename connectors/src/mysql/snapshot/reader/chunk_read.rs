@@ -161,7 +161,9 @@ impl SnapshotReader {
             Ok(Some(texts)) if status => match texts.as_slice() {
                 [Some(file), Some(pos), _, _, Some(gtids), ..] => (
                     parse_position(self.flavor, gtids),
-                    pos.parse().ok().map(|pos| BinlogPoint::new(file.as_str(), pos)),
+                    pos.parse()
+                        .ok()
+                        .map(|pos| BinlogPoint::new(file.as_str(), pos)),
                 ),
                 _ => (None, None),
             },
