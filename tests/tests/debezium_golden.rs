@@ -47,10 +47,18 @@ struct Intended {
     one_sided_header_prefixes: &'static [&'static str],
     /// (column, Debezium's value, capstan's value) in row images, as JSON text: the zero YEAR,
     /// which Debezium's binlog client decodes as 1900 and capstan as 0 (what MySQL stores and
-    /// shows); a BINARY(n) value, which Debezium pads back to its n bytes and capstan carries
-    /// as the binlog has it, trailing zero bytes dropped (the snapshot strips them to match;
-    /// docs/event-format.md).
+    /// shows).
     column_values: &'static [(&'static str, &'static str, &'static str)],
+    /// BINARY(n) columns, whose values Debezium pads back to their n bytes and capstan carries
+    /// as the binlog has them, trailing zero bytes dropped (the snapshot strips them to match;
+    /// docs/event-format.md): Debezium's value is compared without its trailing zero bytes,
+    /// in whatever `binary.handling.mode` encodes it.
+    padded_binary: &'static [&'static str],
+    /// TIME columns, whose values outside a day (negative, or 24 hours and more) Debezium
+    /// writes as null under `time.precision.mode=isostring` (it cannot make them a
+    /// `LocalTime`) and capstan as the signed text, `"-838:59:59Z"`: capstan does not drop a
+    /// value its schema can carry (docs/event-format.md).
+    iso_times_outside_a_day: &'static [&'static str],
     /// `source` fields of snapshot reads both write by another rule: `ts_ms` (each side's read
     /// time) and the binlog point, `file`/`pos` (capstan: the chunk's; Debezium: the
     /// snapshot's), checked by [`read_points_follow_their_rules`].
@@ -69,12 +77,9 @@ const INTENDED: Intended = Intended {
     positions: &["pos", "row"],
     differing_envelope_values: &["ts_ms"],
     one_sided_header_prefixes: &["__debezium.context.", "capstan."],
-    column_values: &[
-        ("yr", "1900", "0"),
-        // x'0102' and '' in a BINARY(4)
-        ("bn", "\"AQIAAA==\"", "\"AQI=\""),
-        ("bn", "\"AAAAAA==\"", "\"\""),
-    ],
+    column_values: &[("yr", "1900", "0")],
+    padded_binary: &["bn"],
+    iso_times_outside_a_day: &["t0", "t3", "t6"],
     read_positions: &["ts_ms", "file", "pos"],
     read_column_values: &[
         (
@@ -180,6 +185,7 @@ async fn mysql_records_equal_debeziums_connector_but_for_the_intended_difference
         json!({"mode": "never"}),
         "gold",
         &["debezium_json_schema", "debezium_json"],
+        None,
     )
     .await;
     let golden = debezium_records(&db, &table, &[], &mut admin, &changes(&t)).await;
@@ -189,7 +195,7 @@ async fn mysql_records_equal_debeziums_connector_but_for_the_intended_difference
     for (format, tp, schemas) in &topics {
         let (format, schemas) = (*format, *schemas);
         let records = read_through_sentinel(&world, tp).await;
-        let found = compare(format, &records, golden, schemas);
+        let found = compare(format, &records, golden, schemas, "bytes");
         failures.extend(found.diffs);
         failures.extend(positions_follow_their_rules(format, &mut admin, &found.positions).await);
     }
@@ -242,6 +248,7 @@ async fn mysql_snapshot_records_equal_debeziums_connector_but_for_the_intended_d
         json!({"mode": "initial"}),
         "golds",
         &["debezium_json_schema", "debezium_json"],
+        None,
     )
     .await;
     let golden = debezium_records(&db, &table, &["--snapshot"], &mut admin, &sentinel(&t)).await;
@@ -265,10 +272,104 @@ async fn mysql_snapshot_records_equal_debeziums_connector_but_for_the_intended_d
             ["r", "r", "r", "r", "c"],
             "Debezium read four rows, then streamed one"
         );
-        let found = compare(format, &records, &golden, *schemas);
+        let found = compare(format, &records, &golden, *schemas, "bytes");
         failures.extend(found.diffs);
         failures.extend(positions_follow_their_rules(format, &mut admin, &found.positions).await);
         failures.extend(read_points_follow_their_rules(format, &floor, &found.reads));
+    }
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(&schema)))
+        .await
+        .unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} differences from Debezium:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// The type-mapping modes (`kafka.type_mapping`) against the same Debezium properties, every
+/// value of each at least once, over the same changes as the default comparison (a table of its
+/// own per combination): `decimal.handling.mode` string and double,
+/// `time.precision.mode` connect, isostring and microseconds, `binary.handling.mode` base64,
+/// hex and base64-url-safe, `bigint.unsigned.handling.mode` precise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_type_mapping_modes_equal_debeziums_but_for_the_intended_differences() {
+    let Some(db) = flavor_db("mysql") else { return };
+    for (cmd, arg) in [("python3", "-V"), ("java", "-version")] {
+        if Command::new(cmd).arg(arg).output().is_err() {
+            capstan_tests::skip_or_fail::<()>(&format!("{cmd} is not installed"));
+            return;
+        }
+    }
+    let mut admin = db.admin_conn().await;
+    let schema = create_schema(&mut admin, "goldm").await;
+    let Some(world) = World::start(db.clone(), "mysql").await else {
+        return;
+    };
+    // (capstan's type_mapping, Debezium's properties, binary mode)
+    let combinations = [
+        (
+            json!({"decimal_handling_mode": "string", "time_precision_mode": "connect",
+                   "binary_handling_mode": "base64", "bigint_unsigned_handling_mode": "precise"}),
+            vec![
+                "decimal.handling.mode=string",
+                "time.precision.mode=connect",
+                "binary.handling.mode=base64",
+                "bigint.unsigned.handling.mode=precise",
+            ],
+            "base64",
+        ),
+        (
+            json!({"decimal_handling_mode": "double", "time_precision_mode": "isostring",
+                   "binary_handling_mode": "hex"}),
+            vec![
+                "decimal.handling.mode=double",
+                "time.precision.mode=isostring",
+                "binary.handling.mode=hex",
+            ],
+            "hex",
+        ),
+        (
+            json!({"time_precision_mode": "microseconds",
+                   "binary_handling_mode": "base64_url_safe"}),
+            vec![
+                "time.precision.mode=microseconds",
+                "binary.handling.mode=base64-url-safe",
+            ],
+            "base64-url-safe",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (n, (mapping, properties, binary_mode)) in combinations.iter().enumerate() {
+        let name = format!("t{n}");
+        let t = qt(&schema, &name);
+        admin.query_drop(ddl(&t)).await.unwrap();
+        let table = format!("{schema}.{name}");
+        let topics = start_pipelines(
+            &world,
+            &schema,
+            &table,
+            json!({"mode": "never"}),
+            &format!("goldm{n}"),
+            &["debezium_json_schema", "debezium_json"],
+            Some(mapping),
+        )
+        .await;
+        let mut args = Vec::new();
+        for p in properties {
+            args.extend(["--set", p]);
+        }
+        let golden = debezium_records(&db, &table, &args, &mut admin, &changes(&t)).await;
+        for (format, tp, schemas) in &topics {
+            let records = read_through_sentinel(&world, tp).await;
+            let format = format!("{format} {mapping}");
+            let found = compare(&format, &records, &golden, *schemas, binary_mode);
+            failures.extend(found.diffs);
+            failures
+                .extend(positions_follow_their_rules(&format, &mut admin, &found.positions).await);
+        }
     }
     admin
         .query_drop(format!("DROP DATABASE {}", q(&schema)))
@@ -318,6 +419,7 @@ async fn mysql_avro_records_equal_debeziums_avro_converter_but_for_the_intended_
         json!({"mode": "never"}),
         "golda",
         &["avro"],
+        None,
     )
     .await;
     let golden = debezium_records(
@@ -363,7 +465,7 @@ async fn mysql_avro_records_equal_debeziums_avro_converter_but_for_the_intended_
         }
         theirs.push(g);
     }
-    let found = compare("avro", &ours, &theirs, false);
+    let found = compare("avro", &ours, &theirs, false, "bytes");
     failures.extend(found.diffs);
     failures.extend(positions_follow_their_rules("avro", &mut admin, &found.positions).await);
     // the schemas: of the first record with a value (both sides register one per subject)
@@ -545,8 +647,9 @@ async fn start_pipelines(
     snapshot: Value,
     tag: &str,
     formats: &[&'static str],
+    type_mapping: Option<&Value>,
 ) -> Vec<(&'static str, String, bool)> {
-    let table_topic = topic(PREFIX, schema, "t");
+    let table_topic = topic(PREFIX, schema, table.rsplit('.').next().unwrap());
     let mut out = Vec::new();
     for format in formats {
         let name = format!("{tag}{}", format.replace('_', ""));
@@ -558,6 +661,9 @@ async fn start_pipelines(
             PREFIX,
         );
         def["kafka"]["format"] = json!(format);
+        if let Some(m) = type_mapping {
+            def["kafka"]["type_mapping"] = m.clone();
+        }
         let tp = match *format {
             "debezium_json" => {
                 def["kafka"]["topic_template"] = json!("{prefix}.{db}.{table}.plain");
@@ -684,7 +790,13 @@ type SourcePair = (Value, Value);
 /// Every difference between capstan's records (`format`) and Debezium's, beyond [`INTENDED`],
 /// and the two `source` blocks of each change event (for [`positions_follow_their_rules`])
 /// and of each snapshot read (for [`read_points_follow_their_rules`]).
-fn compare(format: &str, capstan: &[ConsumedRecord], golden: &[Value], schemas: bool) -> Compared {
+fn compare(
+    format: &str,
+    capstan: &[ConsumedRecord],
+    golden: &[Value],
+    schemas: bool,
+    binary_mode: &str,
+) -> Compared {
     let mut out = Vec::new();
     let (mut positions, mut reads) = (Vec::new(), Vec::new());
     if capstan.len() != golden.len() {
@@ -751,6 +863,12 @@ fn compare(format: &str, capstan: &[ConsumedRecord], golden: &[Value], schemas: 
         } else {
             Some(&mut gv)
         };
+        let ours_payload = if schemas {
+            cv.get("payload")
+        } else {
+            Some(&cv)
+        }
+        .cloned();
         if let Some(p) = golden_payload {
             let intended = INTENDED
                 .column_values
@@ -762,6 +880,20 @@ fn compare(format: &str, capstan: &[ConsumedRecord], golden: &[Value], schemas: 
                         let theirs: Value = serde_json::from_str(theirs).unwrap();
                         if row.get(*col) == Some(&theirs) {
                             row.insert((*col).to_string(), serde_json::from_str(ours).unwrap());
+                        }
+                    }
+                    for col in INTENDED.padded_binary {
+                        if let Some(v) = row.get_mut(*col) {
+                            *v = unpadded(v, binary_mode);
+                        }
+                    }
+                    let ours_row = ours_payload.as_ref().and_then(|o| o.get(image));
+                    for col in INTENDED.iso_times_outside_a_day {
+                        let ours = ours_row.and_then(|o| o.get(*col));
+                        if row.get(*col) == Some(&Value::Null) {
+                            if let Some(ours) = ours.filter(|o| iso_time_outside_a_day(o)) {
+                                row.insert((*col).to_string(), ours.clone());
+                            }
                         }
                     }
                 }
@@ -801,6 +933,43 @@ fn compare(format: &str, capstan: &[ConsumedRecord], golden: &[Value], schemas: 
         positions,
         reads,
     }
+}
+
+/// Whether `v` is io.debezium.time.IsoTime text outside a day: negative, or 24 hours and more.
+fn iso_time_outside_a_day(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| {
+        s.starts_with('-')
+            || s.split(':')
+                .next()
+                .and_then(|h| h.parse::<u32>().ok())
+                .is_some_and(|h| h >= 24)
+    })
+}
+
+/// A binary value in `binary.handling.mode` `mode` without its trailing zero bytes, in the
+/// same mode (`null` stays `null`).
+fn unpadded(v: &Value, mode: &str) -> Value {
+    use base64::Engine as _;
+    let Some(text) = v.as_str() else {
+        return v.clone();
+    };
+    let (std, url) = (
+        &base64::engine::general_purpose::STANDARD,
+        &base64::engine::general_purpose::URL_SAFE,
+    );
+    let mut bytes = match mode {
+        "hex" => unhex(text),
+        "base64-url-safe" => url.decode(text).unwrap(),
+        _ => std.decode(text).unwrap(),
+    };
+    while bytes.last() == Some(&0) {
+        bytes.pop();
+    }
+    Value::String(match mode {
+        "hex" => bytes.iter().map(|b| format!("{b:02x}")).collect(),
+        "base64-url-safe" => url.encode(&bytes),
+        _ => std.encode(&bytes),
+    })
 }
 
 /// What [`compare`] found.

@@ -13,8 +13,8 @@ use super::schema_registry_config::{SchemaRegistryConfig, SchemaRegistrySettings
 use super::snapshot_marker::{SnapshotMarker, SNAPSHOT_MARKER_TOPIC_SUFFIX};
 use super::topic_settings::TopicSettings;
 use crate::record::{
-    check_topic_name, BigintUnsignedHandling, RecordOptions, SchemaFraming, TopicTemplate,
-    TypeMapping, ValueEncoding, DEFAULT_TOPIC_TEMPLATE,
+    check_topic_name, RecordOptions, SchemaFraming, TopicTemplate, TypeMapping, ValueEncoding,
+    DEFAULT_TOPIC_TEMPLATE,
 };
 use crate::SinkError;
 
@@ -366,7 +366,7 @@ impl SinkConfig {
 
 impl SinkConfig {
     /// The column-value encoding of `format` and `type_mapping`; a type mapping is refused
-    /// where the format does not read it, and so is a mode capstan cannot honour yet.
+    /// where the format does not read it.
     fn value_encoding(&self) -> Result<ValueEncoding, SinkError> {
         if !self.format.is_debezium() {
             if self.type_mapping != TypeMapping::default() {
@@ -376,13 +376,6 @@ impl SinkConfig {
                 ));
             }
             return Ok(ValueEncoding::Capstan);
-        }
-        if self.type_mapping.bigint_unsigned_handling_mode == BigintUnsignedHandling::Precise {
-            return Err(invalid(
-                "type_mapping.bigint_unsigned_handling_mode",
-                "precise is not supported yet: a change does not carry the column type that \
-                 tells BIGINT UNSIGNED from narrower unsigned columns; use long",
-            ));
         }
         Ok(ValueEncoding::Debezium(self.type_mapping))
     }
@@ -604,13 +597,9 @@ mod tests {
         }
         c.format = EventFormat::DebeziumJson;
         assert!(c.validate(Flavor::Mysql).is_ok());
-        c.type_mapping.bigint_unsigned_handling_mode = BigintUnsignedHandling::Precise;
-        match c.validate(Flavor::Mysql).unwrap_err() {
-            SinkError::InvalidConfig { field, .. } => {
-                assert_eq!(field, "type_mapping.bigint_unsigned_handling_mode")
-            }
-            e => panic!("unexpected {e:?}"),
-        }
+        c.type_mapping.bigint_unsigned_handling_mode =
+            crate::record::BigintUnsignedHandling::Precise;
+        assert!(c.validate(Flavor::Mysql).is_ok());
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use base64::engine::general_purpose::{STANDARD as BASE64, URL_SAFE as BASE64_URL_SAFE};
 use base64::Engine as _;
-use capstan_core::change::{Date, DateTime, Time, Value};
+use capstan_core::change::{ColumnType, Date, DateTime, SqlType, Time, Value};
 use serde_json::{Number, Value as Json};
 
 use super::charset_decoder::decode_text;
@@ -23,16 +23,35 @@ use super::type_mapping::{
 
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
-/// The Debezium JSON form of one column value.
-pub(crate) fn debezium_value(value: &Value, mapping: &TypeMapping) -> Result<Json, ValueFailure> {
+/// Whether `ty` is `BIGINT UNSIGNED`.
+pub(crate) fn is_bigint_unsigned(ty: &ColumnType) -> bool {
+    matches!(
+        ty.sql,
+        SqlType::Int {
+            bytes: 8,
+            unsigned: true
+        }
+    )
+}
+
+/// The Debezium JSON form of one column value, of the declared type `ty` when the source
+/// gives it.
+pub(crate) fn debezium_value(
+    value: &Value,
+    ty: Option<&ColumnType>,
+    mapping: &TypeMapping,
+) -> Result<Json, ValueFailure> {
     Ok(match value {
         Value::Null => Json::Null,
         Value::Int(v) => Json::from(*v),
         Value::UInt(v) => match mapping.bigint_unsigned_handling_mode {
             // Debezium reads BIGINT UNSIGNED as a Java long: above 2^63 - 1 it wraps
             BigintUnsignedHandling::Long => Json::from(*v as i64),
-            // refused at validation until records carry the column type: a value alone does
-            // not tell BIGINT UNSIGNED (a Decimal) from INT UNSIGNED (a number)
+            // a BIGINT UNSIGNED is a Connect Decimal of scale 0; narrower unsigned columns
+            // (and a column of unknown type) stay numbers
+            BigintUnsignedHandling::Precise if ty.is_some_and(is_bigint_unsigned) => {
+                decimal(&v.to_string(), DecimalHandling::Precise)?
+            }
             BigintUnsignedHandling::Precise => Json::from(*v),
         },
         Value::Decimal(s) => decimal(s, mapping.decimal_handling_mode)?,
@@ -201,6 +220,9 @@ fn time(t: &Time, mode: TimePrecision) -> Json {
     let us = time_micros(t);
     match mode {
         TimePrecision::AdaptiveTimeMicroseconds | TimePrecision::Microseconds => Json::from(us),
+        // Connect's `Time` is a time of day in int32 milliseconds: a TIME outside
+        // [00:00, 24:00) has none, and is null, as Debezium writes it
+        TimePrecision::Connect if !(0..MICROS_PER_DAY).contains(&us) => Json::Null,
         TimePrecision::Connect => Json::from(us.div_euclid(1000)),
         TimePrecision::Isostring => {
             let mut s = format!(
@@ -321,9 +343,11 @@ mod tests {
             fsp: 0,
         };
         assert_eq!(time_micros(&t), -3_020_399_000_000);
+        // no time of day in Connect's int32 milliseconds
+        assert_eq!(time(&t, TimePrecision::Connect), Json::Null);
         assert_eq!(
-            time(&t, TimePrecision::Connect),
-            Json::from(-3_020_399_000i64)
+            time(&t, TimePrecision::Isostring),
+            Json::from("-838:59:59Z")
         );
         let mut s = String::new();
         push_trimmed_fraction(&mut s, 120_000);

@@ -236,3 +236,58 @@ fn without_declared_types_the_schema_follows_the_values() {
     );
     assert_eq!(b.schemas_built(), 0, "inferred schemas are not cached");
 }
+
+/// `bigint_unsigned_handling_mode: precise`: a BIGINT UNSIGNED (here the key) is Connect's
+/// `Decimal` of scale 0, its value the unscaled two's-complement bytes in base64, as Debezium
+/// writes it; an INT UNSIGNED stays an `int64` number; `long` keeps Debezium's wrapped long.
+#[test]
+fn precise_bigint_unsigned_is_a_decimal_of_scale_zero() {
+    let t = |bytes, nullable| ColumnType {
+        sql: SqlType::Int {
+            bytes,
+            unsigned: true,
+        },
+        nullable,
+    };
+    let ty: ColumnTypes = vec![t(8, false), t(4, true)].into();
+    let built = |mode| {
+        let b = RecordBuilder::new(RecordOptions {
+            encoding: ValueEncoding::Debezium(TypeMapping {
+                bigint_unsigned_handling_mode: mode,
+                ..TypeMapping::default()
+            }),
+            schemas: SchemaFraming::ConnectJson,
+            ..builder(true, false).options().clone()
+        });
+        let r = row(
+            &["id", "n"],
+            vec![Value::UInt(u64::MAX), Value::UInt(4_294_967_295)],
+        );
+        let mut c = change(&items(), Op::Insert, None, Some(r), &[0]);
+        c.types = Some(Arc::clone(&ty));
+        let recs = b
+            .transaction_records(&tx(21, vec![c]), &coords(), &ctx())
+            .unwrap();
+        (json_of(&recs[0].key), json_of(&recs[0].value))
+    };
+    let (key, value) = built(BigintUnsignedHandling::Precise);
+    let decimal = json!({"type": "bytes", "optional": false, "name": "org.apache.kafka.connect.data.Decimal",
+        "version": 1, "parameters": {"scale": "0", "connect.decimal.precision": "20"}, "field": "id"});
+    assert_eq!(key["schema"]["fields"][0], decimal);
+    // 2^64 - 1: 00 ff ff ff ff ff ff ff ff
+    assert_eq!(key["payload"], json!({"id": "AP//////////"}));
+    let after = &value["payload"]["after"];
+    assert_eq!(*after, json!({"id": "AP//////////", "n": 4_294_967_295u64}));
+    let fields = &value["schema"]["fields"][1]["fields"];
+    assert_eq!(fields[0], decimal);
+    assert_eq!(
+        fields[1],
+        json!({"type": "int64", "optional": true, "field": "n"})
+    );
+    let (key, _) = built(BigintUnsignedHandling::Long);
+    assert_eq!(key["payload"], json!({"id": -1}));
+    assert_eq!(
+        key["schema"]["fields"][0],
+        json!({"type": "int64", "optional": false, "field": "id"})
+    );
+}

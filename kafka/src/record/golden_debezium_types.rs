@@ -297,6 +297,51 @@ fn time_precision_modes() {
     }
 }
 
+/// A TIME outside a day (negative, or 24 hours and more): under `connect` null, as Debezium
+/// writes it (Connect's `Time` is a time of day in int32 milliseconds; -838:59:59 does not fit);
+/// the other modes keep it.
+#[test]
+fn time_outside_a_day_is_null_only_under_connect() {
+    let t = |negative, hours, minutes, seconds, micros| Time {
+        negative,
+        hours,
+        minutes,
+        seconds,
+        micros,
+        fsp: 6,
+    };
+    let cases = |connect: bool| {
+        let (a, b, c, d) = if connect {
+            (Json::Null, Json::Null, Json::Null, json!(86_399_999))
+        } else {
+            (
+                json!(-3_020_399_000_000i64),
+                json!(86_400_000_000i64),
+                json!(-500_000),
+                json!(86_399_999_999i64),
+            )
+        };
+        [
+            ("id", Value::Int(1), json!(1)),
+            ("t_min", Value::Time(t(true, 838, 59, 59, 0)), a),
+            ("t_day", Value::Time(t(false, 24, 0, 0, 0)), b),
+            ("t_neg", Value::Time(t(true, 0, 0, 0, 500_000)), c),
+            ("t_last", Value::Time(t(false, 23, 59, 59, 999_999)), d),
+        ]
+    };
+    for (mode, connect) in [
+        (TimePrecision::AdaptiveTimeMicroseconds, false),
+        (TimePrecision::Connect, true),
+    ] {
+        let mapping = TypeMapping {
+            time_precision_mode: mode,
+            ..TypeMapping::default()
+        };
+        let cases = cases(connect);
+        assert_eq!(encode(mapping, &cases).0, expected(&cases), "{mode:?}");
+    }
+}
+
 #[test]
 fn binary_handling_modes_leave_bits_alone() {
     for (mode, want) in [

@@ -432,23 +432,37 @@ impl RecordBuilder {
         let before = change
             .before
             .as_ref()
-            .map(|r| image(r, table, &self.options.encoding))
+            .map(|r| image(r, table, &self.options.encoding, change.types.as_ref()))
             .transpose()?;
         let after = change
             .after
             .as_ref()
-            .map(|r| image(r, table, &self.options.encoding))
+            .map(|r| image(r, table, &self.options.encoding, change.types.as_ref()))
             .transpose()?;
         let key = match change.before.as_ref().or(change.after.as_ref()) {
             Some(r) => key_columns(&self.options.message_keys, table, r.columns(), &change.key)?,
             None => Cow::Borrowed(&change.key[..]),
         };
         let before_key = match &change.before {
-            Some(r) => key_object(r, &key, table, &self.options.encoding, routed)?,
+            Some(r) => key_object(
+                r,
+                &key,
+                table,
+                &self.options.encoding,
+                change.types.as_ref(),
+                routed,
+            )?,
             None => None,
         };
         let after_key = match &change.after {
-            Some(r) => key_object(r, &key, table, &self.options.encoding, routed)?,
+            Some(r) => key_object(
+                r,
+                &key,
+                table,
+                &self.options.encoding,
+                change.types.as_ref(),
+                routed,
+            )?,
             None => None,
         };
         let mut events: Vec<Event<'_>> = Vec::with_capacity(2);
@@ -668,8 +682,15 @@ impl RecordBuilder {
         let schemas =
             self.table_schemas(&topic, chunk.rows.first(), chunk.types, &key_cols, routed);
         for (row_index, row) in chunk.rows.iter().enumerate() {
-            let after = image(row, table, &self.options.encoding)?;
-            let key = key_object(row, &key_cols, table, &self.options.encoding, routed)?;
+            let after = image(row, table, &self.options.encoding, chunk.types)?;
+            let key = key_object(
+                row,
+                &key_cols,
+                table,
+                &self.options.encoding,
+                chunk.types,
+                routed,
+            )?;
             let snapshot = snapshot_flag(chunk, row_index == 0, Some(row_index) == last_row);
             let envelope = Envelope {
                 before: None,

@@ -2,7 +2,7 @@
 //! share, the counters of the `transaction` block; and the row-image → JSON helpers that turn
 //! value failures into value-free errors.
 
-use capstan_core::change::{Row, TableId};
+use capstan_core::change::{ColumnTypes, Row, TableId};
 
 use super::charset_decoder::DecodeFailure;
 use super::envelope::OrderedObject;
@@ -227,11 +227,13 @@ pub(super) fn image(
     row: &Row,
     table: &TableId,
     encoding: &ValueEncoding,
+    types: Option<&ColumnTypes>,
 ) -> Result<OrderedObject, SinkError> {
     row.iter()
-        .map(|(name, v)| {
+        .enumerate()
+        .map(|(i, (name, v))| {
             encoding
-                .encode(v)
+                .encode(v, types.and_then(|t| t.get(i)))
                 .map(|j| (name.to_string(), j))
                 .map_err(|f| value_error(f, table, name))
         })
@@ -247,6 +249,7 @@ pub(super) fn key_object(
     key: &[usize],
     table: &TableId,
     encoding: &ValueEncoding,
+    types: Option<&ColumnTypes>,
     routed: bool,
 ) -> Result<Option<OrderedObject>, SinkError> {
     if key.is_empty() {
@@ -261,7 +264,7 @@ pub(super) fn key_object(
             });
         };
         let j = encoding
-            .encode(v)
+            .encode(v, types.and_then(|t| t.get(i)))
             .map_err(|f| value_error(f, table, name))?;
         pairs.push((name.clone(), j));
     }

@@ -1,7 +1,7 @@
 //! Which column-value encoding a pipeline's records use: a decision made once, from the
 //! sink's `format`, and passed to the record builder.
 
-use capstan_core::change::Value;
+use capstan_core::change::{ColumnType, Value};
 use serde_json::Value as Json;
 
 use super::debezium_value::debezium_value;
@@ -21,11 +21,15 @@ pub enum ValueEncoding {
 }
 
 impl ValueEncoding {
-    /// The JSON form of one column value.
-    pub(crate) fn encode(&self, value: &Value) -> Result<Json, ValueFailure> {
+    /// The JSON form of one column value, of the declared type `ty` when the source gives it.
+    pub(crate) fn encode(
+        &self,
+        value: &Value,
+        ty: Option<&ColumnType>,
+    ) -> Result<Json, ValueFailure> {
         match self {
             ValueEncoding::Capstan => json_value(value),
-            ValueEncoding::Debezium(mapping) => debezium_value(value, mapping),
+            ValueEncoding::Debezium(mapping) => debezium_value(value, ty, mapping),
         }
     }
 }
