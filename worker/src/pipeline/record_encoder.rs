@@ -71,13 +71,6 @@ pub fn ddl_is_captured(filter: &TableFilter, change: &SchemaChange) -> bool {
     }
 }
 
-/// Schema-change events carry no binlog coordinates yet (docs/event-format.md).
-const DDL_COORDINATES: BinlogCoordinates<'static> = BinlogCoordinates {
-    server_id: 0,
-    file: "",
-    pos: 0,
-};
-
 impl RecordEncoder {
     /// An encoder for `pipeline` at `epoch`, capturing `tables`.
     pub fn new(builder: RecordBuilder, pipeline: &str, epoch: u64, tables: TableFilter) -> Self {
@@ -166,12 +159,20 @@ impl RecordEncoder {
             }
             // a DDL of a captured table (or of a captured table's database) goes to the
             // schema-change topic, in binlog order with the rows around it
-            AssemblerOutput::SchemaChange { change, gtid, .. }
-                if ddl_is_captured(&self.tables, change) =>
-            {
+            AssemblerOutput::SchemaChange {
+                change,
+                gtid,
+                origin,
+                ..
+            } if ddl_is_captured(&self.tables, change) => {
+                let coordinates = BinlogCoordinates {
+                    server_id: origin.server_id,
+                    file: &origin.file,
+                    pos: origin.pos,
+                };
                 out.records =
                     self.builder
-                        .schema_change_records(change, gtid, &DDL_COORDINATES, &ctx)?;
+                        .schema_change_records(change, gtid, &coordinates, &ctx)?;
             }
             // filtered transactions and other DDL only advance the position
             AssemblerOutput::SchemaChange { .. } | AssemblerOutput::PositionAdvanced { .. } => {}
@@ -183,7 +184,7 @@ impl RecordEncoder {
 #[cfg(test)]
 mod tests {
 
-    use capstan_core::change::{Transaction, TransactionGtid};
+    use capstan_core::change::{BinlogOrigin, Transaction, TransactionGtid};
     use capstan_core::position::Flavor;
     use capstan_kafka::record::{RecordOptions, TopicTemplate, DEFAULT_TOPIC_TEMPLATE};
 
@@ -253,9 +254,27 @@ mod tests {
             },
             gtid: gtid.clone(),
             completes_transaction: true,
+            origin: BinlogOrigin {
+                server_id: 7,
+                file: "binlog.000002".into(),
+                pos: 4242,
+            },
         };
         let mut e = RecordEncoder::new(builder(), "p", 3, TableFilter::only([("db", "t")]));
-        assert_eq!(e.encode(&ddl("db", "t"), 1).unwrap().records.len(), 1);
+        let records = e.encode(&ddl("db", "t"), 1).unwrap().records;
+        assert_eq!(records.len(), 1);
+        // the event's source names the binlog point of the statement's transaction
+        let value: serde_json::Value =
+            serde_json::from_slice(records[0].value.as_deref().unwrap()).unwrap();
+        let source = &value["source"];
+        assert_eq!(
+            (&source["server_id"], &source["file"], &source["pos"]),
+            (
+                &serde_json::json!(7),
+                &serde_json::json!("binlog.000002"),
+                &serde_json::json!(4242)
+            )
+        );
         assert!(e.encode(&ddl("db", "u"), 1).unwrap().records.is_empty());
     }
 

@@ -159,6 +159,9 @@ pub enum AssemblerOutput {
         gtid: TransactionGtid,
         /// True if `gtid` is fully processed with this output.
         completes_transaction: bool,
+        /// Where the statement's transaction starts in the binlog (its GTID event), as a
+        /// transaction's [`Transaction::origin`]: the event's `source.server_id`/`file`/`pos`.
+        origin: BinlogOrigin,
     },
     /// Changes of a transaction still open, handed out early because it holds more than
     /// [`AssemblerConfig::slice_bytes`]: they are committed (the server wrote the whole
@@ -525,6 +528,7 @@ impl TransactionAssembler {
                     change,
                     gtid,
                     completes_transaction: completes,
+                    origin: self.origin.clone(),
                 });
                 match &self.state {
                     State::AfterGtid { .. } if starts_transaction => self.open(None),

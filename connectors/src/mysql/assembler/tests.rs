@@ -107,6 +107,19 @@ fn a_transaction_carries_the_server_id_file_and_position_of_its_gtid_event() {
         };
         assert_eq!((t.origin.server_id, &*t.origin.file, t.origin.pos), want);
     }
+    // a DDL statement's event carries its transaction's GTID event too
+    let out = run(
+        &mut a,
+        vec![at(9, 900), q("CREATE TABLE t2 (a INT PRIMARY KEY)")],
+    )
+    .unwrap();
+    let [AssemblerOutput::SchemaChange { origin, .. }] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        (origin.server_id, &*origin.file, origin.pos),
+        (9, "binlog.000004", 900)
+    );
 }
 
 #[test]
