@@ -443,28 +443,12 @@ impl RecordBuilder {
             Some(r) => key_columns(&self.options.message_keys, table, r.columns(), &change.key)?,
             None => Cow::Borrowed(&change.key[..]),
         };
-        let before_key = match &change.before {
-            Some(r) => key_object(
-                r,
-                &key,
-                table,
-                &self.options.encoding,
-                change.types.as_ref(),
-                routed,
-            )?,
-            None => None,
+        let key_of = |r: &Row| {
+            let encoding = &self.options.encoding;
+            key_object(r, &key, table, encoding, change.types.as_ref(), routed)
         };
-        let after_key = match &change.after {
-            Some(r) => key_object(
-                r,
-                &key,
-                table,
-                &self.options.encoding,
-                change.types.as_ref(),
-                routed,
-            )?,
-            None => None,
-        };
+        let before_key = change.before.as_ref().map(key_of).transpose()?.flatten();
+        let after_key = change.after.as_ref().map(key_of).transpose()?.flatten();
         let mut events: Vec<Event<'_>> = Vec::with_capacity(2);
         match change.op {
             Op::Insert => {
