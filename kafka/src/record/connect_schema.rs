@@ -8,9 +8,7 @@ use capstan_core::change::{ColumnType, SqlType, Value};
 use capstan_core::position::Flavor;
 use serde_json::{json, Map, Value as Json};
 
-use super::type_mapping::{
-    BigintUnsignedHandling, BinaryHandling, DecimalHandling, TimePrecision, TypeMapping,
-};
+use super::type_mapping::{BinaryHandling, DecimalHandling, TimePrecision, TypeMapping};
 
 /// The `allowed` values of `source.snapshot` (Debezium's `io.debezium.data.Enum`).
 const SNAPSHOT_VALUES: &str =
@@ -55,10 +53,7 @@ pub(crate) fn column_schema(ty: &ColumnType, mapping: &TypeMapping) -> Json {
     let opt = ty.nullable;
     let time = mapping.time_precision_mode;
     match &ty.sql {
-        SqlType::Int {
-            bytes: 8,
-            unsigned: true,
-        } if mapping.bigint_unsigned_handling_mode == BigintUnsignedHandling::Precise => logical(
+        SqlType::Int { .. } if mapping.bigint_as_decimal(ty) => logical(
             "bytes",
             opt,
             "org.apache.kafka.connect.data.Decimal",

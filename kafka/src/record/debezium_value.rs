@@ -9,7 +9,7 @@
 
 use base64::engine::general_purpose::{STANDARD as BASE64, URL_SAFE as BASE64_URL_SAFE};
 use base64::Engine as _;
-use capstan_core::change::{ColumnType, Date, DateTime, SqlType, Time, Value};
+use capstan_core::change::{ColumnType, Date, DateTime, Time, Value};
 use serde_json::{Number, Value as Json};
 
 use super::charset_decoder::decode_text;
@@ -22,17 +22,6 @@ use super::type_mapping::{
 };
 
 const MICROS_PER_DAY: i64 = 86_400_000_000;
-
-/// Whether `ty` is `BIGINT UNSIGNED`.
-pub(crate) fn is_bigint_unsigned(ty: &ColumnType) -> bool {
-    matches!(
-        ty.sql,
-        SqlType::Int {
-            bytes: 8,
-            unsigned: true
-        }
-    )
-}
 
 /// The Debezium JSON form of one column value, of the declared type `ty` when the source
 /// gives it.
@@ -49,7 +38,7 @@ pub(crate) fn debezium_value(
             BigintUnsignedHandling::Long => Json::from(*v as i64),
             // a BIGINT UNSIGNED is a Connect Decimal of scale 0; narrower unsigned columns
             // (and a column of unknown type) stay numbers
-            BigintUnsignedHandling::Precise if ty.is_some_and(is_bigint_unsigned) => {
+            BigintUnsignedHandling::Precise if ty.is_some_and(|t| mapping.bigint_as_decimal(t)) => {
                 decimal(&v.to_string(), DecimalHandling::Precise)?
             }
             BigintUnsignedHandling::Precise => Json::from(*v),

@@ -2,6 +2,7 @@
 //! users set most, under capstan's snake_case names (each documents the Debezium property and
 //! value it stands for). Only the Debezium formats read them.
 
+use capstan_core::change::{ColumnType, SqlType};
 use serde::{Deserialize, Serialize};
 
 /// `DECIMAL` / `NUMERIC` columns (Debezium's `decimal.handling.mode`).
@@ -83,6 +84,22 @@ pub struct TypeMapping {
     /// Debezium's `bigint.unsigned.handling.mode`: `long` (default) or `precise`.
     #[serde(default)]
     pub bigint_unsigned_handling_mode: BigintUnsignedHandling,
+}
+
+impl TypeMapping {
+    /// True when a column of type `ty` is Connect's `Decimal` of scale 0 rather than a number:
+    /// a `BIGINT UNSIGNED` under `bigint_unsigned_handling_mode: precise`. The one rule both
+    /// the schema and the value follow.
+    pub(crate) fn bigint_as_decimal(&self, ty: &ColumnType) -> bool {
+        self.bigint_unsigned_handling_mode == BigintUnsignedHandling::Precise
+            && matches!(
+                ty.sql,
+                SqlType::Int {
+                    bytes: 8,
+                    unsigned: true
+                }
+            )
+    }
 }
 
 #[cfg(test)]
