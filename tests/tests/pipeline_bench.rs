@@ -177,12 +177,25 @@ fn resume_and_wait_streaming(c: &Cluster, via: u64, name: &str) {
 /// Resumes pipeline `name` and waits until its Raft checkpoint covers `after`: (seconds from
 /// resume, seconds from resume to streaming, rows published, bytes published) as the owner's
 /// metrics count them.
+/// One timed run of a pipeline (see [`run_to`]).
+struct TimedRun {
+    /// Resume -> the checkpoint covers the load.
+    secs: f64,
+    /// Resume -> `streaming`.
+    streaming: f64,
+    /// The owner's `capstan_pipeline_rows_total` and `capstan_pipeline_bytes_total`.
+    published: f64,
+    bytes: f64,
+    /// The owner's peak RSS (VmHWM) so far, MiB.
+    peak_rss_mib: u64,
+}
+
 async fn run_to(
     cluster: &Arc<Mutex<Cluster>>,
     leader: u64,
     name: &'static str,
     after: &GtidSet,
-) -> (f64, f64, f64, f64) {
+) -> TimedRun {
     let c = cluster.clone();
     let after = after.clone();
     tokio::task::spawn_blocking(move || {
@@ -202,7 +215,14 @@ async fn run_to(
         let secs = start.elapsed().as_secs_f64();
         let published = metric(&c, owner, "capstan_pipeline_rows_total{", name).unwrap_or(0.0);
         let bytes = metric(&c, owner, "capstan_pipeline_bytes_total{", name).unwrap_or(0.0);
-        (secs, streaming, published, bytes)
+        let peak_rss_mib = c.peak_rss_bytes(owner).unwrap_or(0) >> 20;
+        TimedRun {
+            secs,
+            streaming,
+            published,
+            bytes,
+            peak_rss_mib,
+        }
     })
     .await
     .unwrap()
@@ -537,14 +557,20 @@ async fn bench_throughput() {
     let dbz_rate = debezium.as_ref().map(|peer| peer.run(rows));
 
     // end to end, at-least-once: resume, then until the Raft checkpoint covers the load
-    let (secs, resumed_to_streaming, published, bytes) =
-        run_to(&cluster, leader, "tp", &after).await;
+    let TimedRun {
+        secs,
+        streaming: resumed_to_streaming,
+        published,
+        bytes,
+        peak_rss_mib,
+    } = run_to(&cluster, leader, "tp", &after).await;
     let e2e_rate = rows as f64 / secs;
     let avg = (bytes / published.max(1.0)) as usize;
     println!(
         "end to end at_least_once (resume -> checkpoint covers the load): {rows} rows in \
          {secs:.2}s = {e2e_rate:.0} rows/s (resume to streaming {resumed_to_streaming:.2}s); \
-         owner published {published} rows, {avg} bytes/record avg"
+         owner published {published} rows, {avg} bytes/record avg; owner peak rss \
+         {peak_rss_mib} MiB"
     );
 
     // the same range again, exactly-once, into topics of its own
@@ -570,12 +596,13 @@ async fn bench_throughput() {
     })
     .await
     .unwrap();
-    let (eo_secs, eo_streaming, eo_published, _) = run_to(&cluster, leader, "tp_eo", &after).await;
-    let eo_rate = rows as f64 / eo_secs;
+    let eo = run_to(&cluster, leader, "tp_eo", &after).await;
+    let eo_rate = rows as f64 / eo.secs;
     println!(
         "end to end exactly_once (resume -> checkpoint covers the load): {rows} rows in \
-         {eo_secs:.2}s = {eo_rate:.0} rows/s (resume to streaming {eo_streaming:.2}s); owner \
-         published {eo_published} rows"
+         {:.2}s = {eo_rate:.0} rows/s (resume to streaming {:.2}s); owner published {} rows; \
+         owner peak rss {} MiB (the process's, both pipelines)",
+        eo.secs, eo.streaming, eo.published, eo.peak_rss_mib
     );
 
     // a plain rdkafka producer, same cluster, same record count and size

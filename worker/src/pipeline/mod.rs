@@ -3,17 +3,13 @@
 
 mod columns_spec;
 mod data_plane;
-mod delivery_ledger;
-mod lost_position;
-mod move_release;
+mod engine;
 mod pipeline_runner;
 mod pipeline_spec;
 mod prepared_snapshot;
 mod record_encoder;
-mod retry_schedule;
 mod routes_spec;
 mod runner_deliver;
-mod runner_exit;
 mod runner_sink;
 mod runner_snapshot;
 mod runner_start;

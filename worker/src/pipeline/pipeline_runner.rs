@@ -5,14 +5,15 @@
 //!
 //! A transaction's records are published and *acknowledged* by Kafka before the position that
 //! covers it may be committed to Raft; commits are batched (every
-//! [`CHECKPOINT_EVERY_TX`](super::delivery_ledger::CHECKPOINT_EVERY_TX) transactions or
-//! [`CHECKPOINT_EVERY`], whichever first). Those decisions are the [`DeliveryLedger`]'s
-//! (pure); this loop executes its actions. A crash between the two re-publishes
+//! [`CHECKPOINT_EVERY_TX`](super::engine::delivery_ledger::CHECKPOINT_EVERY_TX) transactions or
+//! [`CHECKPOINT_EVERY`], whichever first). Those decisions, and every other of the stream
+//! loop (batches, snapshot chunks, how it ends), are the [`StreamEngine`]'s (pure, with its
+//! `DeliveryLedger`); this loop executes its commands. A crash between the two re-publishes
 //! at most the un-checkpointed tail on the next owner — at-least-once, each duplicate carrying
 //! the same `capstan.position`/`capstan.record` headers. Nothing is ever skipped: the position
 //! only covers what was acknowledged (or deliberately filtered). A runner that is *stopped*
 //! (an operator's move, a pause, a worker's SIGTERM) settles its batch in flight and commits
-//! what Kafka acknowledged before it ends ([`DeliveryLedger::closing`]), so the next owner
+//! what Kafka acknowledged before it ends ([`StreamEngine::stop`]), so the next owner
 //! resumes where it stopped and replays nothing.
 //!
 //! The position committed is the source's checkpoint together with its processed position
@@ -28,7 +29,7 @@
 //! gates the stream, encodes the records too ([`RecordEncoder`]), so the next batch is built on
 //! the second core while this loop awaits the acknowledgements of the one before. What waits
 //! between the two is bounded by bytes ([`SOURCE_BUFFER_BYTES`]), a batch by
-//! [`MAX_BATCH_BYTES`], and a transaction larger than [`SLICE_BYTES`] comes in slices whose
+//! [`MAX_BATCH_BYTES`](super::engine::stream_engine::MAX_BATCH_BYTES), and a transaction larger than [`SLICE_BYTES`] comes in slices whose
 //! records are published as they come, the checkpoint moving only past its last part
 //! (exactly-once commits each slice with a checkpoint naming the point inside the transaction,
 //! `WithinTransaction`, and a new owner resumes there).
@@ -53,12 +54,12 @@ use capstan_raft_store::{Command, Epoch, Response, RunnerState};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::{info, warn};
 
-use super::delivery_ledger::{DeliveryLedger, LedgerAction, CHECKPOINT_EVERY};
-use super::lost_position::LostPosition;
+use super::engine::delivery_ledger::{LedgerAction, CHECKPOINT_EVERY};
+use super::engine::runner_exit::RunnerExit;
+use super::engine::stream_engine::{Next, SourceEnd, StreamCommand, StreamEngine, Take, Taken};
 use super::pipeline_spec::CheckedPipelineSpec;
 use super::record_encoder::RecordEncoder;
 use super::runner_deliver::{Batch, Payload};
-use super::runner_exit::RunnerExit;
 use super::runner_sink::RunnerSink;
 use super::sliced_transaction::NotResumable;
 use super::snapshot_driver::SnapshotDriver;
@@ -70,12 +71,6 @@ use crate::node::Node;
 
 /// Bound on each blocking exactly-once call (init, commit, abort, offsets read).
 pub(super) const EXACTLY_ONCE_OP_TIMEOUT: Duration = Duration::from_secs(30);
-/// At most this many source transactions are published as one batch…
-pub const MAX_BATCH_TX: usize = 500;
-/// …and no more once the batch holds this many row changes…
-pub const MAX_BATCH_ROWS: usize = 20_000;
-/// …or this many bytes of decoded changes (by `Change::approximate_bytes`).
-pub const MAX_BATCH_BYTES: usize = 16 << 20;
 /// A transaction holding more decoded changes than this is handed out by the source in slices
 /// of about this size (see `AssemblerOutput::Slice`), so no stage holds a large transaction
 /// whole; exactly-once commits each slice on its own (`WithinTransaction`).
@@ -83,7 +78,7 @@ pub const SLICE_BYTES: usize = 8 << 20;
 /// The decoded changes waiting between the source task and the publisher, at most.
 pub const SOURCE_BUFFER_BYTES: usize = 32 << 20;
 // an output's permits are capped at the source budget: a capped one still fills a batch
-const _: () = assert!(SOURCE_BUFFER_BYTES >= MAX_BATCH_BYTES);
+const _: () = assert!(SOURCE_BUFFER_BYTES >= super::engine::stream_engine::MAX_BATCH_BYTES);
 /// Resolves once `stop` turns true (an error once its sender is gone). Maps the watch's
 /// guard away, so a `select!` holding the result stays `Send`.
 async fn wait_stop(stop: &mut watch::Receiver<bool>) -> Result<(), watch::error::RecvError> {
@@ -172,44 +167,23 @@ impl PipelineRunner {
         };
         self.link.close();
         // a runner that lost its ownership while it ran (frozen, cut off) is fenced, whatever
-        // error it then met: a deposed owner neither halts nor retries the pipeline
-        let outcome = match outcome {
-            RunnerExit::Failed { .. } | RunnerExit::Retry { .. } if !self.still_owner() => {
-                let code = if self.node.holds_lease_term(self.lease_term) {
-                    "stale_epoch"
-                } else {
-                    "lease_expired"
-                };
-                RunnerExit::Fenced { code: code.into() }
-            }
-            // stopped because its lease broke (the supervisor stops such runners): fenced
-            RunnerExit::Stopped if !self.node.holds_lease_term(self.lease_term) => {
-                RunnerExit::Fenced {
-                    code: "lease_expired".into(),
-                }
-            }
-            other => other,
-        };
-        let report = match &outcome {
-            RunnerExit::Failed { code, detail } => {
-                warn!(pipeline = %self.name, epoch = self.epoch, code = %code, detail = detail.as_deref().unwrap_or(""), "pipeline halted");
-                Some((RunnerState::Failed, code, detail.clone()))
-            }
-            RunnerExit::Retry { code, detail } => {
-                warn!(pipeline = %self.name, epoch = self.epoch, code = %code, detail = %detail, "transient fault: the pipeline will be retried");
+        // error it then met (`RunnerExit::fenced_if_deposed`)
+        let holds_lease = self.node.holds_lease_term(self.lease_term);
+        let outcome = outcome.fenced_if_deposed(holds_lease, self.owns_at_epoch());
+        if let Some((state, code, detail)) = outcome.report() {
+            if state == RunnerState::Retrying {
+                warn!(pipeline = %self.name, epoch = self.epoch, code = %code, detail = detail.unwrap_or(""), "transient fault: the pipeline will be retried");
                 self.metrics.record_retry(&self.name, code);
-                Some((RunnerState::Retrying, code, Some(detail.clone())))
+            } else {
+                warn!(pipeline = %self.name, epoch = self.epoch, code = %code, detail = detail.unwrap_or(""), "pipeline halted");
             }
-            RunnerExit::Stopped | RunnerExit::Fenced { .. } => None,
-        };
-        if let Some((state, code, detail)) = report {
             let _ = self
                 .owner_write(Command::ReportStatus {
                     pipeline: self.name.clone(),
                     epoch: self.epoch,
                     state,
-                    reason: Some(code.clone()),
-                    detail,
+                    reason: Some(code.to_string()),
+                    detail: detail.map(str::to_string),
                 })
                 .await;
         }
@@ -314,13 +288,13 @@ impl PipelineRunner {
 
         // The source runs in its own task: reading the binlog is not cancel-safe, the channel
         // is, so the loop below can wake for checkpoint deadlines without tearing a frame.
-        // `processed` is the source's checkpoint (what a restart resumes from); `delivered`
-        // its processed position (what snapshot chunks go by), ahead of it only while a MariaDB
-        // XA prepare is pending (ADR-0008). Both are committed, as one pair.
-        let mut processed: Position = source.position().clone();
-        let mut delivered: Position = source.processed().clone();
-        // what Kafka holds, what Raft holds, and when the checkpoint moves
-        let mut ledger = DeliveryLedger::new(resume_point(&processed, &delivered)?, Instant::now());
+        // Every decision of the loop is the engine's (pure, `StreamEngine`); the loop reads,
+        // publishes and writes what it is told, and reports back. The source's checkpoint
+        // (what a restart resumes from) and its processed position (what snapshot chunks go
+        // by; ahead only while a MariaDB XA prepare is pending, ADR-0008) travel as one pair.
+        let start = resume_point(source.position(), source.processed())?;
+        let mode = self.spec.snapshot.as_ref().map(|s| s.mode);
+        let mut engine = StreamEngine::new(start, snapshot.is_some(), mode, Instant::now());
         // bounded by bytes: each output holds permits for its size (capped at the whole
         // budget) until delivered
         let budget = Arc::new(Semaphore::new(SOURCE_BUFFER_BYTES));
@@ -350,110 +324,94 @@ impl PipelineRunner {
         }));
         let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
         loop {
-            // a snapshot chunk, when one is due: read while the stream waits in the channel,
-            // so the processed position is at or before the chunk's position G. Chunks go by
-            // the processed position (every transaction handed out, so gated), not by the
-            // checkpoint: held back behind a pending MariaDB prepare (ADR-0008), the checkpoint
-            // would keep a chunk waiting while later changes of its rows were gated, and
-            // suppressed, past its G
-            // no chunk is read inside a sliced transaction: its parts are gated alike
-            if let Some(driver) = snapshot.as_mut().filter(|_| !encoder.inside_transaction()) {
-                let backlog = !rx.is_empty();
-                if driver.chunk_due_in(backlog) == Some(Duration::ZERO) {
-                    let ready = driver
-                        .read_chunk(&delivered, backlog)
-                        .await
-                        .map_err(RunnerExit::failed)?;
-                    if ready.is_some() {
-                        let batch = Batch {
-                            items: Vec::new(),
-                            ready,
-                        };
-                        let point = resume_point(&processed, &delivered)?;
-                        self.deliver(&mut encoder, &mut sink, batch, &point, Some(driver))
-                            .await?;
-                    }
-                }
-            }
-            let wait = snapshot
-                .as_ref()
-                .and_then(|d| d.chunk_due_in(!rx.is_empty()))
-                .unwrap_or(CHECKPOINT_EVERY);
-            let mut stopping = false;
-            tokio::select! {
-                item = rx.recv() => {
-                    let Some(item) = item else {
-                        return Err(RunnerExit::failed("source_stopped"));
-                    };
-                    // take whatever else is already waiting, up to a bound, and publish it as
-                    // one batch: one round of acknowledgements instead of one per transaction
-                    let mut items = Vec::new();
-                    let mut permits = Vec::new();
-                    let (mut rows, mut bytes) = (0, 0);
-                    let mut next = Some(item);
-                    while let Some((item, permit)) = next.take() {
-                        // the permits are the output's size (capped at the source budget,
-                        // which is above a batch's: the cap never hides a full batch)
-                        bytes += permit.num_permits();
-                        permits.push(permit);
-                        let (payload, position, handed_out) = match item {
-                            Ok(ok) => ok,
-                            Err(ItemError::Record(e)) => return Err(RunnerExit::from_sink(&e)),
-                            Err(ItemError::NotResumable(e)) => {
-                                return Err(RunnerExit::Failed {
-                                    code: e.code().to_string(),
-                                    detail: Some(e.to_string()),
-                                })
-                            }
-                            Err(ItemError::Source(e)) => {
-                                if e.code() == "data_gap" {
-                                    let lost = LostPosition::decide(
-                                        self.spec.snapshot.as_ref().map(|s| s.mode),
-                                        snapshot.is_some(),
-                                        &format!("source: {e}"),
-                                    );
-                                    if let Some(driver) = snapshot.as_ref().filter(|_| lost.mark_tables) {
-                                        self.snapshot_mark_lost(driver).await;
-                                    }
-                                    return Err(lost.exit);
-                                }
-                                return Err(RunnerExit::from_source(&e));
-                            }
-                        };
-                        rows += payload_rows(&payload);
-                        processed = position;
-                        items.push((payload, handed_out.clone()));
-                        delivered = handed_out;
-                        if items.len() < MAX_BATCH_TX
-                            && rows < MAX_BATCH_ROWS
-                            && bytes < MAX_BATCH_BYTES
-                        {
-                            next = rx.try_recv().ok();
+            let backlog = !rx.is_empty();
+            let due = snapshot.as_ref().and_then(|d| d.chunk_due_in(backlog));
+            let wait = match engine.next(backlog, encoder.inside_transaction(), due) {
+                // read while the stream waits in the channel, so the processed position is
+                // at or before the chunk's position G (chunks go by the processed position,
+                // not the checkpoint: see `StreamEngine::next`)
+                Next::ReadChunk { processed, backlog } => {
+                    if let Some(driver) = snapshot.as_mut() {
+                        let ready = driver
+                            .read_chunk(&processed, backlog)
+                            .await
+                            .map_err(RunnerExit::failed)?;
+                        if ready.is_some() {
+                            let batch = Batch {
+                                items: Vec::new(),
+                                ready,
+                            };
+                            let point = engine.point().clone();
+                            self.deliver(&mut encoder, &mut sink, batch, &point, Some(driver))
+                                .await?;
                         }
                     }
-                    let transactions = items.len() as u64;
-                    let batch = Batch { items, ready: None };
-                    let point = resume_point(&processed, &delivered)?;
-                    let outcome = self
-                        .deliver(&mut encoder, &mut sink, batch, &point, snapshot.as_mut())
-                        .await?;
-                    drop(permits);
-                    let actions = ledger.delivered(point, transactions, outcome);
-                    self.execute(&mut ledger, &mut sink, actions).await?;
+                    Duration::ZERO
                 }
-                _ = tick.tick() => {}
-                _ = tokio::time::sleep(wait) => {}
-                Ok(()) = wait_stop(&mut stop) => stopping = true,
-            }
-            if stopping {
-                self.close(&mut ledger, &mut sink).await?;
-                return Err(RunnerExit::Stopped);
-            }
+                Next::Wait(wait) => wait,
+            };
+            let commands = tokio::select! {
+                item = rx.recv() => {
+                    // take whatever else is already waiting, up to the engine's bound, and
+                    // publish it as one batch
+                    let mut items = Vec::new();
+                    let mut permits = Vec::new();
+                    let mut next = item;
+                    let taken = loop {
+                        let Some((item, permit)) = next.take() else {
+                            break Err(engine.source_ended(SourceEnd::Closed));
+                        };
+                        // the permits are the output's size (capped at the source budget,
+                        // which is above a batch's: the cap never hides a full batch)
+                        let bytes = permit.num_permits();
+                        permits.push(permit);
+                        let (payload, checkpoint, processed) = match item {
+                            Ok(ok) => ok,
+                            Err(e) => break Err(engine.source_ended(source_end(e))),
+                        };
+                        let taken = Taken {
+                            rows: payload_rows(&payload),
+                            bytes,
+                            checkpoint,
+                            processed: processed.clone(),
+                        };
+                        items.push((payload, processed));
+                        let mut take = engine.taken(taken, !rx.is_empty());
+                        if take == Take::More {
+                            match rx.try_recv() {
+                                Ok(item) => next = Some(item),
+                                Err(_) => take = engine.cut(),
+                            }
+                        }
+                        match take {
+                            Take::More => {}
+                            Take::Publish(point) => break Ok(point),
+                            Take::Halt(exit) => return Err(exit),
+                        }
+                    };
+                    match taken {
+                        Ok(point) => {
+                            let batch = Batch { items, ready: None };
+                            let outcome = self
+                                .deliver(&mut encoder, &mut sink, batch, &point, snapshot.as_mut())
+                                .await?;
+                            drop(permits);
+                            engine.published(outcome)
+                        }
+                        Err(commands) => commands,
+                    }
+                }
+                _ = tick.tick() => Vec::new(),
+                _ = tokio::time::sleep(wait) => Vec::new(),
+                Ok(()) = wait_stop(&mut stop) => engine.stop(),
+            };
+            self.execute(&mut engine, &mut sink, snapshot.as_ref(), commands)
+                .await?;
             // nothing waits behind the batch in flight: acknowledge it now rather than with
             // a batch that may be long in coming; else commit the checkpoint when due
-            let actions = ledger.idle(!rx.is_empty(), Instant::now());
-            self.execute(&mut ledger, &mut sink, actions).await?;
-            if snapshot.as_ref().is_some_and(SnapshotDriver::is_complete) {
+            let complete = snapshot.as_ref().is_some_and(SnapshotDriver::is_complete);
+            let commands = engine.idle(!rx.is_empty(), complete, Instant::now());
+            if complete {
                 if let Some(done) = snapshot.take() {
                     let (p50, p99) = done.lock_hold_percentiles().unwrap_or_default();
                     info!(
@@ -465,57 +423,53 @@ impl PipelineRunner {
                         "snapshot complete; streaming"
                     );
                 }
-                self.report(RunnerState::Streaming).await?;
             }
+            self.execute(&mut engine, &mut sink, snapshot.as_ref(), commands)
+                .await?;
         }
     }
 
-    /// A graceful stop: settles the batch in flight and commits everything acknowledged as
-    /// the checkpoint ([`DeliveryLedger::closing`]).
-    async fn close(&self, ledger: &mut DeliveryLedger, sink: &mut RunnerSink) -> Step<()> {
-        loop {
-            let actions = ledger.closing();
-            if actions.is_empty() {
-                return Ok(());
-            }
-            self.execute(ledger, sink, actions).await?;
-        }
-    }
-
-    /// Executes the ledger's actions in order, and those they lead to.
+    /// Executes the engine's commands in order, and those they lead to; an exit ends the
+    /// stream.
     async fn execute(
         &self,
-        ledger: &mut DeliveryLedger,
+        engine: &mut StreamEngine,
         sink: &mut RunnerSink,
-        actions: Vec<LedgerAction>,
+        snapshot: Option<&SnapshotDriver>,
+        commands: Vec<StreamCommand>,
     ) -> Step<()> {
-        let mut queue = std::collections::VecDeque::from(actions);
-        while let Some(action) = queue.pop_front() {
-            match action {
-                LedgerAction::Settle => {
+        let mut queue = std::collections::VecDeque::from(commands);
+        while let Some(command) = queue.pop_front() {
+            match command {
+                StreamCommand::Ledger(LedgerAction::Settle) => {
                     sink.settle().await.map_err(|e| RunnerExit::from_sink(&e))?;
-                    queue.extend(ledger.settled(Instant::now()));
+                    queue.extend(engine.settled(Instant::now()));
                 }
-                LedgerAction::RecordLag {
+                StreamCommand::Ledger(LedgerAction::RecordLag {
                     committed_at_micros,
-                } => self.record_lag(Some(committed_at_micros)),
-                LedgerAction::CommitCheckpoint(point) => {
+                }) => self.record_lag(Some(committed_at_micros)),
+                StreamCommand::Ledger(LedgerAction::CommitCheckpoint(point)) => {
                     self.commit_checkpoint(&point).await?;
-                    ledger.committed_at(point, Instant::now());
+                    queue.extend(engine.committed(point, Instant::now()));
                 }
+                StreamCommand::MarkSnapshotLost => {
+                    if let Some(driver) = snapshot {
+                        self.snapshot_mark_lost(driver).await;
+                    }
+                }
+                StreamCommand::Report(state) => self.report(state).await?,
+                StreamCommand::Exit(exit) => return Err(exit),
             }
         }
         Ok(())
     }
 
-    /// This node holds its lease (in the runner's term) and still owns the pipeline at this
-    /// runner's epoch.
-    fn still_owner(&self) -> bool {
-        self.node.holds_lease_term(self.lease_term)
-            && self.node.state.read(|s| {
-                s.pipeline(&self.name)
-                    .is_some_and(|r| r.owner() == Some(self.node.id) && r.epoch() == self.epoch)
-            })
+    /// This node still owns the pipeline at this runner's epoch (by the replicated state).
+    fn owns_at_epoch(&self) -> bool {
+        self.node.state.read(|s| {
+            s.pipeline(&self.name)
+                .is_some_and(|r| r.owner() == Some(self.node.id) && r.epoch() == self.epoch)
+        })
     }
 
     /// The at-least-once publisher's fence, asked before every record is enqueued: it holds
@@ -599,6 +553,19 @@ enum ItemError {
     Record(SinkError),
     /// The checkpoint is inside a transaction the source did not hand out first.
     NotResumable(NotResumable),
+}
+
+/// How a failed output ends the source, for the engine.
+fn source_end(error: ItemError) -> SourceEnd {
+    match error {
+        ItemError::Source(e) if e.code() == "data_gap" => SourceEnd::PositionLost(e.to_string()),
+        ItemError::Source(e) => SourceEnd::Failed(RunnerExit::from_source(&e)),
+        ItemError::Record(e) => SourceEnd::Failed(RunnerExit::from_sink(&e)),
+        ItemError::NotResumable(e) => SourceEnd::Failed(RunnerExit::Failed {
+            code: e.code().to_string(),
+            detail: Some(e.to_string()),
+        }),
+    }
 }
 
 /// The source's checkpoint and processed position as one point; a pair that breaks the rule

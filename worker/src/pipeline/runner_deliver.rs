@@ -11,10 +11,10 @@ use capstan_kafka::record::{
 };
 use capstan_raft_store::Command;
 
-use super::delivery_ledger::Delivered;
+use super::engine::delivery_ledger::Delivered;
+use super::engine::runner_exit::RunnerExit;
 use super::pipeline_runner::{now_ms, PipelineRunner};
 use super::record_encoder::{Encoded, RecordEncoder};
-use super::runner_exit::RunnerExit;
 use super::runner_sink::{RunnerSink, Sent};
 use super::snapshot_driver::{ChunkRows, SnapshotDriver};
 use super::table_run::ProgressWrite;

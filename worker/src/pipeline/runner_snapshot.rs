@@ -14,10 +14,10 @@ use capstan_core::snapshot::TableStatus;
 use capstan_raft_store::{Command, SnapshotKind, SnapshotTableStatus, TableProgress};
 use tracing::info;
 
+use super::engine::runner_exit::RunnerExit;
 use super::pipeline_runner::PipelineRunner;
 use super::pipeline_spec::{CheckedSnapshot, SnapshotMode};
 use super::prepared_snapshot::PreparedSnapshot;
-use super::runner_exit::RunnerExit;
 use super::snapshot_driver::SnapshotDriver;
 use super::snapshot_plan::SnapshotPlan;
 use super::snapshot_revision::SnapshotRevision;

@@ -15,9 +15,9 @@ use capstan_kafka::publisher::{KafkaPublisher, TopicAdminClient};
 use capstan_kafka::registry::SchemaRegistrar;
 use tracing::info;
 
+use super::engine::runner_exit::RunnerExit;
 use super::pipeline_runner::{PipelineRunner, EXACTLY_ONCE_OP_TIMEOUT};
 use super::pipeline_spec::StartAt;
-use super::runner_exit::RunnerExit;
 use super::runner_sink::RunnerSink;
 use super::snapshot_driver::PreparedSnapshot;
 use crate::fault_point::FaultPoint;

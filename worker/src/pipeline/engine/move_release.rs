@@ -31,38 +31,22 @@ pub(super) fn releases(
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_cluster::cluster;
     use super::*;
     use capstan_raft_store::{DesiredState, Response, SpecJson};
 
     /// Pipelines `a` (running), `b` (paused) and `c` (running) owned by node 1, `d` by node 2;
     /// `a`, `b` and `d` moving to node 3.
     fn state() -> ClusterState {
-        let mut s = ClusterState::new();
-        for node in [1, 2, 3] {
-            s.apply(Command::RenewLease { node });
-        }
-        for (name, desired, owner) in [
-            ("a", DesiredState::Running, 1),
-            ("b", DesiredState::Paused, 1),
-            ("c", DesiredState::Running, 1),
-            ("d", DesiredState::Running, 2),
-        ] {
-            s.apply(Command::CreatePipeline {
-                name: name.into(),
-                spec: SpecJson::new(serde_json::json!({})),
-                incarnation: None,
-            });
-            s.apply(Command::SetDesiredState {
-                name: name.into(),
-                state: desired,
-            });
-            let epoch = s.next_epoch(name).unwrap();
-            s.apply(Command::AssignOwner {
-                pipeline: name.into(),
-                node: owner,
-                epoch,
-            });
-        }
+        let mut s = cluster(
+            &[
+                ("a", DesiredState::Running, 1),
+                ("b", DesiredState::Paused, 1),
+                ("c", DesiredState::Running, 1),
+                ("d", DesiredState::Running, 2),
+            ],
+            |_| SpecJson::new(serde_json::json!({})),
+        );
         for name in ["a", "b", "d"] {
             let r = s.apply(Command::MovePipeline {
                 pipeline: name.into(),

@@ -9,8 +9,8 @@
 //! it halts as before: `snapshot_data_gap` (tables marked) while a snapshot runs, else the
 //! source's `data_gap`.
 
-use super::pipeline_spec::SnapshotMode;
 use super::runner_exit::RunnerExit;
+use crate::pipeline::pipeline_spec::SnapshotMode;
 
 /// The runner's answer to a `data_gap` from the stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
