@@ -605,10 +605,21 @@ async fn bench_throughput() {
         eo.secs, eo.streaming, eo.published, eo.peak_rss_mib
     );
 
-    // a plain rdkafka producer, same cluster, same record count and size
-    let raw_secs = raw_produce(kafka.bootstrap_servers(), rows, avg).await;
-    let raw_rate = rows as f64 / raw_secs;
-    println!("raw rdkafka produce: {rows} records of ~{avg} bytes in {raw_secs:.2}s = {raw_rate:.0} records/s");
+    // a plain rdkafka producer, same cluster, same record count and size; its rate moves by
+    // up to 2x between runs on the shared machine, so it runs several rounds and the ratios
+    // take the best (the limit: the ratio is never flattered by a slow round)
+    let rounds = env_u64("CAPSTAN_BENCH_RAW_ROUNDS", 3).max(1);
+    let mut raw_rate: f64 = 0.0;
+    for round in 1..=rounds {
+        let raw_secs = raw_produce(kafka.bootstrap_servers(), rows, avg).await;
+        let rate = rows as f64 / raw_secs;
+        println!(
+            "raw rdkafka produce, round {round}/{rounds}: {rows} records of ~{avg} bytes in \
+             {raw_secs:.2}s = {rate:.0} records/s"
+        );
+        raw_rate = raw_rate.max(rate);
+    }
+    println!("raw rdkafka produce: best of {rounds} rounds = {raw_rate:.0} records/s");
     println!(
         "ratios: at_least_once / source only = {:.2}; at_least_once / raw produce = {:.2}; \
          exactly_once / raw produce = {:.2}; exactly_once / at_least_once = {:.2}",

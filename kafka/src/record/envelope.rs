@@ -9,11 +9,12 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use serde_json::Value as Json;
 
-/// A JSON object whose keys serialise in insertion order.
+/// A JSON object whose keys serialise in insertion order; the keys are borrowed (a row's
+/// column names), not copied per record.
 #[derive(Clone, PartialEq, Default)]
-pub(crate) struct OrderedObject(pub(crate) Vec<(String, Json)>);
+pub(crate) struct OrderedObject<'r>(pub(crate) Vec<(&'r str, Json)>);
 
-impl Serialize for OrderedObject {
+impl Serialize for OrderedObject<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(self.0.len()))?;
         for (k, v) in &self.0 {
@@ -54,8 +55,8 @@ pub(crate) struct TransactionBlock<'a> {
 /// plan's order).
 #[derive(Serialize)]
 pub(crate) struct Envelope<'a> {
-    pub(crate) before: Option<&'a OrderedObject>,
-    pub(crate) after: Option<&'a OrderedObject>,
+    pub(crate) before: Option<&'a OrderedObject<'a>>,
+    pub(crate) after: Option<&'a OrderedObject<'a>>,
     pub(crate) source: Source<'a>,
     pub(crate) transaction: Option<TransactionBlock<'a>>,
     pub(crate) op: &'static str,

@@ -179,11 +179,11 @@ pub struct RecordBuilder {
 /// One data event to emit (borrowing the images).
 struct Event<'e> {
     op: &'static str,
-    before: Option<&'e OrderedObject>,
-    after: Option<&'e OrderedObject>,
-    key: Option<&'e OrderedObject>,
+    before: Option<&'e OrderedObject<'e>>,
+    after: Option<&'e OrderedObject<'e>>,
+    key: Option<&'e OrderedObject<'e>>,
     /// A key change's header: the other half's key, under Debezium's header name.
-    key_header: Option<(&'static str, &'e OrderedObject)>,
+    key_header: Option<(&'static str, &'e OrderedObject<'e>)>,
 }
 
 impl RecordBuilder {
@@ -245,7 +245,7 @@ impl RecordBuilder {
     fn encode_event(
         &self,
         schemas: Option<&TableSchemas>,
-        key: Option<&OrderedObject>,
+        key: Option<&OrderedObject<'_>>,
         envelope: &Envelope<'_>,
         table: &TableId,
     ) -> Result<Payload, SinkError> {
@@ -443,7 +443,7 @@ impl RecordBuilder {
             Some(r) => key_columns(&self.options.message_keys, table, r.columns(), &change.key)?,
             None => Cow::Borrowed(&change.key[..]),
         };
-        let key_of = |r: &Row| {
+        let key_of = |r| {
             let encoding = &self.options.encoding;
             key_object(r, &key, table, encoding, change.types.as_ref(), routed)
         };

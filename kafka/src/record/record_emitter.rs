@@ -102,7 +102,9 @@ impl<'a> Emitter<'a> {
     }
 
     fn headers(&self, row: Option<usize>) -> Vec<(String, Vec<u8>)> {
-        let mut h = vec![
+        // capstan's five, and a key change's header: one allocation for the list
+        let mut h = Vec::with_capacity(6);
+        h.extend([
             (
                 HEADER_PIPELINE.to_string(),
                 self.ctx.pipeline.as_bytes().to_vec(),
@@ -115,7 +117,7 @@ impl<'a> Emitter<'a> {
                 HEADER_POSITION.to_string(),
                 self.position.as_bytes().to_vec(),
             ),
-        ];
+        ]);
         if let Some(row) = row {
             h.push((HEADER_ROW.to_string(), row.to_string().into_bytes()));
         }
@@ -223,18 +225,18 @@ fn value_error(failure: ValueFailure, table: &TableId, column: &str) -> SinkErro
 }
 
 /// A row image as an ordered JSON object.
-pub(super) fn image(
-    row: &Row,
+pub(super) fn image<'r>(
+    row: &'r Row,
     table: &TableId,
     encoding: &ValueEncoding,
     types: Option<&ColumnTypes>,
-) -> Result<OrderedObject, SinkError> {
+) -> Result<OrderedObject<'r>, SinkError> {
     row.iter()
         .enumerate()
         .map(|(i, (name, v))| {
             encoding
                 .encode(v, types.and_then(|t| t.get(i)))
-                .map(|j| (name.to_string(), j))
+                .map(|j| (name, j))
                 .map_err(|f| value_error(f, table, name))
         })
         .collect::<Result<Vec<_>, _>>()
@@ -244,14 +246,14 @@ pub(super) fn image(
 /// The key object of a row (`None` for a keyless table). A `routed` row's key ends with
 /// [`PHYSICAL_TABLE_KEY_FIELD`]: its table, so the shards of a routed topic keep their keys
 /// apart.
-pub(super) fn key_object(
-    row: &Row,
+pub(super) fn key_object<'r>(
+    row: &'r Row,
     key: &[usize],
     table: &TableId,
     encoding: &ValueEncoding,
     types: Option<&ColumnTypes>,
     routed: bool,
-) -> Result<Option<OrderedObject>, SinkError> {
+) -> Result<Option<OrderedObject<'r>>, SinkError> {
     if key.is_empty() {
         return Ok(None);
     }
@@ -266,11 +268,11 @@ pub(super) fn key_object(
         let j = encoding
             .encode(v, types.and_then(|t| t.get(i)))
             .map_err(|f| value_error(f, table, name))?;
-        pairs.push((name.clone(), j));
+        pairs.push((name.as_str(), j));
     }
     if routed {
         pairs.push((
-            PHYSICAL_TABLE_KEY_FIELD.to_string(),
+            PHYSICAL_TABLE_KEY_FIELD,
             serde_json::Value::String(table.to_string()),
         ));
     }
