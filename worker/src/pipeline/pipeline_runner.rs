@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use capstan_connectors::mysql::{AssemblerConfig, AssemblerOutput, BinlogSource, SourceError};
-use capstan_core::position::{Position, ResumePoint};
+use capstan_core::position::ResumePoint;
 use capstan_kafka::publisher::Fence;
 use capstan_kafka::record::RecordBuilder;
 use capstan_kafka::registry::SchemaRegistrar;
@@ -56,7 +56,9 @@ use tracing::{info, warn};
 
 use super::engine::delivery_ledger::{LedgerAction, CHECKPOINT_EVERY};
 use super::engine::runner_exit::RunnerExit;
-use super::engine::stream_engine::{Next, SourceEnd, StreamCommand, StreamEngine, Take, Taken};
+use super::engine::stream_engine::{
+    resume_point, Next, SourceEnd, StreamCommand, StreamEngine, Take, Taken,
+};
 use super::pipeline_spec::CheckedPipelineSpec;
 use super::record_encoder::RecordEncoder;
 use super::runner_deliver::{Batch, Payload};
@@ -566,13 +568,6 @@ fn source_end(error: ItemError) -> SourceEnd {
             detail: Some(e.to_string()),
         }),
     }
-}
-
-/// The source's checkpoint and processed position as one point; a pair that breaks the rule
-/// (a source bug) halts rather than reaching Raft.
-fn resume_point(checkpoint: &Position, processed: &Position) -> Result<ResumePoint, RunnerExit> {
-    ResumePoint::new(checkpoint.clone(), Some(processed.clone()))
-        .map_err(|e| RunnerExit::failed(e.code()))
 }
 
 /// Encodes an output on the source task.

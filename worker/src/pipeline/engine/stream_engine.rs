@@ -196,13 +196,13 @@ impl StreamEngine {
     /// Ends the batch taken so far (the output said to wait was not there after all).
     pub fn cut(&mut self) -> Take {
         let outputs = std::mem::take(&mut self.taking).outputs;
-        match ResumePoint::new(self.checkpoint.clone(), Some(self.processed.clone())) {
+        match resume_point(&self.checkpoint, &self.processed) {
             Ok(point) => {
                 self.point = point.clone();
                 self.publishing = Some((point.clone(), outputs));
                 Take::Publish(point)
             }
-            Err(e) => Take::Halt(RunnerExit::failed(e.code())),
+            Err(exit) => Take::Halt(exit),
         }
     }
 
@@ -224,7 +224,7 @@ impl StreamEngine {
                 let running = self.snapshot == Snapshot::Running;
                 let lost = LostPosition::decide(self.mode, running, &format!("source: {detail}"));
                 let mut commands = Vec::new();
-                if lost.mark_tables && running {
+                if lost.mark_tables {
                     commands.push(StreamCommand::MarkSnapshotLost);
                 }
                 commands.push(StreamCommand::Exit(lost.exit));
@@ -287,6 +287,16 @@ impl StreamEngine {
         }
         ledger(actions)
     }
+}
+
+/// The source's checkpoint and processed position as one point; a pair that breaks the rule
+/// (a source bug) halts rather than reaching Raft.
+pub fn resume_point(
+    checkpoint: &Position,
+    processed: &Position,
+) -> Result<ResumePoint, RunnerExit> {
+    ResumePoint::new(checkpoint.clone(), Some(processed.clone()))
+        .map_err(|e| RunnerExit::failed(e.code()))
 }
 
 fn ledger(actions: Vec<LedgerAction>) -> Vec<StreamCommand> {
