@@ -84,15 +84,7 @@ async fn add_and_remove(flavor: &'static str) {
     // writers on the table to add, before and while it is added
     let tail = Tail::start(world.kafka.bootstrap_servers(), &added_topic);
     let stats = Arc::new(WriterStats::default());
-    let writers = start_writers(
-        &db,
-        &schema,
-        "added",
-        8,
-        ADDED_ROWS,
-        Duration::from_millis(2),
-        stats.clone(),
-    );
+    let writers = start_writers(&db, &schema, "added", 8, ADDED_ROWS, stats.clone());
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut grown = def.clone();
     grown["tables"]["include"] = json!([first_name, added_name]);

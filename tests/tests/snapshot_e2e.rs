@@ -66,15 +66,7 @@ async fn concurrent_writers(flavor: &'static str) {
         .await;
 
     let stats = Arc::new(WriterStats::default());
-    let writers = start_writers(
-        &db,
-        &schema,
-        "big",
-        8,
-        BIG_ROWS,
-        Duration::from_millis(2),
-        stats.clone(),
-    );
+    let writers = start_writers(&db, &schema, "big", 8, BIG_ROWS, stats.clone());
     let snap_started = Instant::now();
     // progress is visible while the snapshot runs
     let mid = world

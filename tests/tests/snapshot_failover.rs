@@ -59,15 +59,7 @@ async fn kill_twice(flavor: &'static str) {
         })
         .await;
     let stats = Arc::new(WriterStats::default());
-    let writers = start_writers(
-        &db,
-        &schema,
-        "t",
-        4,
-        ROWS,
-        Duration::from_millis(5),
-        stats.clone(),
-    );
+    let writers = start_writers(&db, &schema, "t", 4, ROWS, stats.clone());
     let mut kills = Vec::new();
     for threshold in [ROWS / 5, ROWS / 2] {
         let st = world

@@ -161,15 +161,7 @@ async fn ad_hoc(flavor: &'static str) {
 
     // 8 writers on t over its whole key range, before and during the snapshot
     let stats = Arc::new(WriterStats::default());
-    let writers = start_writers(
-        &db,
-        &schema,
-        "t",
-        8,
-        ROWS,
-        Duration::from_millis(2),
-        stats.clone(),
-    );
+    let writers = start_writers(&db, &schema, "t", 8, ROWS, stats.clone());
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = world.status("inc").await.unwrap();
     let (s, v) = call(

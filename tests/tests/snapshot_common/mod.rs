@@ -653,6 +653,10 @@ pub fn assert_same(
     );
 }
 
+/// How often each of [`start_writers`]' writers may start a statement: 8 writers run at most
+/// 200 statements a second (a quarter of them transactions of three).
+pub const WRITER_PACE: Duration = Duration::from_millis(40);
+
 /// Counters of concurrent writers.
 #[derive(Debug, Default)]
 pub struct WriterStats {
@@ -666,13 +670,19 @@ pub struct WriterStats {
 /// VARCHAR`), seeded with the even ids `2..=2*rows`: inserts of odd ids, updates,
 /// deletes, PK changes (to a random id) and multi-statement transactions, all over the
 /// whole key range (before and after the snapshot cursor). Stops when `stats.stop` is set.
+///
+/// Each writer starts a statement at most every [`WRITER_PACE`]: the writers' rate is fixed,
+/// not whatever the server allows. A chunk is published only once the stream reaches the
+/// position it was read at, so writers that outrun the stream (unpaced, 8 of them outran a
+/// debug build's stream on two shared cores in CI, 2026-12-07: the stream fell 30 s behind
+/// and each chunk waited that long) stall the snapshot and the test measures the machine
+/// instead of the gate.
 pub fn start_writers(
     db: &DbEnv,
     schema: &str,
     table: &str,
     n: u64,
     rows: u64,
-    pause: Duration,
     stats: Arc<WriterStats>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let t = qt(schema, table);
@@ -685,7 +695,10 @@ pub fn start_writers(
                 let mut conn = db.admin_conn().await;
                 let mut rng = Rng::new(w + 1);
                 let mut i = 0u64;
+                let mut pace = tokio::time::interval(WRITER_PACE);
+                pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 while !stats.stop.load(Ordering::Relaxed) {
+                    pace.tick().await;
                     i += 1;
                     let key = |rng: &mut Rng| 1 + rng.below(2 * rows + 2);
                     let one = |rng: &mut Rng, i: u64| -> String {
@@ -717,7 +730,6 @@ pub fn start_writers(
                         stats.errors.fetch_add(1, Ordering::Relaxed);
                         let _ = conn.query_drop("ROLLBACK").await;
                     }
-                    tokio::time::sleep(pause).await;
                 }
             })
         })
