@@ -69,7 +69,7 @@ async fn published_records_are_consumed_intact() {
             .find(|o| o.key == r.key)
             .expect("every consumed key was published");
         assert_eq!(r.value, original.value);
-        assert_eq!(r.headers, original.headers);
+        assert_eq!(r.headers, original.headers_owned());
     }
     // Same key, same partition: ids spread over all three partitions.
     let partitions: BTreeSet<i32> = consumed.iter().map(|r| r.partition).collect();

@@ -157,7 +157,7 @@ fn consumed(topic: &str, partition: i32, offset: usize, r: &KafkaRecord) -> Cons
         offset: offset as i64,
         key: r.key.clone(),
         value: r.value.clone(),
-        headers: r.headers.clone(),
+        headers: r.headers_owned(),
     }
 }
 

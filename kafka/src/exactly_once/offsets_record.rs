@@ -40,14 +40,8 @@ impl OffsetsRecord {
             key: Some(self.pipeline.as_bytes().to_vec()),
             value: Some(value),
             headers: vec![
-                (
-                    HEADER_PIPELINE.to_string(),
-                    self.pipeline.as_bytes().to_vec(),
-                ),
-                (
-                    HEADER_EPOCH.to_string(),
-                    self.epoch.to_string().into_bytes(),
-                ),
+                (HEADER_PIPELINE.into(), self.pipeline.as_bytes().to_vec()),
+                (HEADER_EPOCH.into(), self.epoch.to_string().into_bytes()),
             ],
             timestamp_ms: None,
             registry: None,
@@ -87,7 +81,7 @@ mod tests {
             offset,
             key: r.key.clone(),
             value: r.value.clone(),
-            headers: r.headers.clone(),
+            headers: r.headers_owned(),
         }
     }
 

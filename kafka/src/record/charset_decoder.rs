@@ -5,6 +5,8 @@
 //! an invalid sequence is an error, never a silent `U+FFFD`. A collation id the table does not
 //! know (including 0, "no charset metadata") is an error, never a guess.
 
+use std::borrow::Cow;
+
 use encoding_rs::Encoding;
 use mysql_common::collations::{Collation, CollationId};
 
@@ -66,27 +68,34 @@ fn decoder_for(charset: &str) -> Option<Decoder> {
 }
 
 /// The character set name of a collation id (`unknown` when the id is not in the table).
-pub(crate) fn charset_name(collation: u16) -> String {
-    Collation::resolve(CollationId::from(collation))
-        .charset()
-        .to_string()
+fn charset_name(collation: u16) -> &'static str {
+    Collation::resolve(CollationId::from(collation)).charset
 }
 
 /// Decodes `bytes` stored under `collation` into a `String`.
 pub(crate) fn decode_text(bytes: &[u8], collation: u16) -> Result<String, DecodeFailure> {
+    decode_text_borrowed(bytes, collation).map(Cow::into_owned)
+}
+
+/// Decodes `bytes` stored under `collation`: UTF-8 and ASCII text borrowed, validated in
+/// place (the common case, no copy); other charsets decoded into a new string.
+pub(crate) fn decode_text_borrowed(
+    bytes: &[u8],
+    collation: u16,
+) -> Result<Cow<'_, str>, DecodeFailure> {
     let charset = charset_name(collation);
-    let Some(decoder) = decoder_for(&charset) else {
-        return Err(DecodeFailure::Unsupported(charset));
+    let Some(decoder) = decoder_for(charset) else {
+        return Err(DecodeFailure::Unsupported(charset.to_string()));
     };
-    let invalid = || DecodeFailure::Invalid(charset.clone());
+    let invalid = || DecodeFailure::Invalid(charset.to_string());
     match decoder {
         Decoder::Utf8 => std::str::from_utf8(bytes)
-            .map(str::to_owned)
+            .map(Cow::Borrowed)
             .map_err(|_| invalid()),
         Decoder::Ascii => {
             if bytes.is_ascii() {
                 std::str::from_utf8(bytes)
-                    .map(str::to_owned)
+                    .map(Cow::Borrowed)
                     .map_err(|_| invalid())
             } else {
                 Err(invalid())
@@ -101,11 +110,11 @@ pub(crate) fn decode_text(bytes: &[u8], collation: u16) -> Result<String, Decode
                 .map(|c| {
                     char::from_u32(u32::from_be_bytes([c[0], c[1], c[2], c[3]])).ok_or_else(invalid)
                 })
-                .collect()
+                .collect::<Result<String, _>>()
+                .map(Cow::Owned)
         }
         Decoder::Whatwg(encoding) => encoding
             .decode_without_bom_handling_and_without_replacement(bytes)
-            .map(|s| s.into_owned())
             .ok_or_else(invalid),
     }
 }

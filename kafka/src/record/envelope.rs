@@ -12,7 +12,54 @@ use serde_json::Value as Json;
 /// A JSON object whose keys serialise in insertion order; the keys are borrowed (a row's
 /// column names), not copied per record.
 #[derive(Clone, PartialEq, Default)]
-pub(crate) struct OrderedObject<'r>(pub(crate) Vec<(&'r str, Json)>);
+pub(crate) struct OrderedObject<'r>(pub(crate) Vec<(&'r str, Cell<'r>)>);
+
+/// One value of an [`OrderedObject`]: text borrowed from the row (UTF-8 text, a decimal, an
+/// enum's label: no copy per record), or any JSON value. Serialises exactly as the JSON
+/// string or value it stands for.
+#[derive(Clone, Debug)]
+pub(crate) enum Cell<'r> {
+    Text(&'r str),
+    Json(Json),
+}
+
+impl<'r> From<std::borrow::Cow<'r, str>> for Cell<'r> {
+    fn from(text: std::borrow::Cow<'r, str>) -> Self {
+        match text {
+            std::borrow::Cow::Borrowed(s) => Cell::Text(s),
+            std::borrow::Cow::Owned(s) => Cell::Json(Json::String(s)),
+        }
+    }
+}
+
+impl Cell<'_> {
+    /// The text, when this is a string.
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Cell::Text(s) => Some(s),
+            Cell::Json(j) => j.as_str(),
+        }
+    }
+}
+
+/// Equal when the JSON they serialise to is equal (a borrowed and an owned string alike).
+impl PartialEq for Cell<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Cell::Json(a), Cell::Json(b)) => a == b,
+            _ => self.as_str().is_some() && self.as_str() == other.as_str(),
+        }
+    }
+}
+
+impl Serialize for Cell<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Cell::Text(s) => serializer.serialize_str(s),
+            Cell::Json(j) => j.serialize(serializer),
+        }
+    }
+}
 
 impl Serialize for OrderedObject<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -112,4 +159,28 @@ pub(crate) struct SchemaChangeEvent<'a> {
     /// Debezium's `tableChanges`: an entry when the source knew the table's structure.
     #[serde(rename = "tableChanges")]
     pub(crate) table_changes: Vec<super::table_change::TableChange<'a>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_borrowed_and_an_owned_string_are_one_value() {
+        let borrowed = Cell::Text("k-1");
+        let owned = Cell::from(std::borrow::Cow::<str>::Owned("k-1".into()));
+        assert!(matches!(owned, Cell::Json(Json::String(_))));
+        // a key change is found by comparing keys: the two forms must not look like one
+        assert_eq!(borrowed, owned);
+        assert_eq!(owned, borrowed);
+        assert_ne!(borrowed, Cell::Text("k-2"));
+        assert_ne!(borrowed, Cell::Json(Json::Null));
+        assert_ne!(Cell::Json(Json::from(1)), Cell::Text("1"));
+        assert_eq!(Cell::Json(Json::from(1)), Cell::Json(Json::from(1)));
+        let object = OrderedObject(vec![("id", borrowed), ("n", Cell::Json(Json::from(7)))]);
+        assert_eq!(
+            serde_json::to_string(&object).unwrap(),
+            r#"{"id":"k-1","n":7}"#
+        );
+    }
 }

@@ -30,7 +30,7 @@ fn alter_orders(statement: Option<&str>) -> SchemaChange {
 fn headers(r: &KafkaRecord) -> Vec<(&str, &str)> {
     r.headers
         .iter()
-        .map(|(n, v)| (n.as_str(), std::str::from_utf8(v).unwrap()))
+        .map(|(n, v)| (n.as_ref(), std::str::from_utf8(v).unwrap()))
         .collect()
 }
 

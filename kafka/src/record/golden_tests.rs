@@ -139,7 +139,7 @@ fn insert_envelope() {
     let headers: Vec<(&str, &str)> = recs[0]
         .headers
         .iter()
-        .map(|(n, v)| (n.as_str(), std::str::from_utf8(v).unwrap()))
+        .map(|(n, v)| (n.as_ref(), std::str::from_utf8(v).unwrap()))
         .collect();
     let gtid = format!("{UUID}:5");
     assert_eq!(
@@ -265,7 +265,7 @@ fn key_change_is_delete_tombstone_create() {
             r.headers
                 .iter()
                 .filter(|(n, _)| n.starts_with("__debezium."))
-                .map(|(n, v)| (n.as_str(), std::str::from_utf8(v).unwrap()))
+                .map(|(n, v)| (n.as_ref(), std::str::from_utf8(v).unwrap()))
                 .collect()
         })
         .collect();

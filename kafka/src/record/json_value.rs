@@ -3,7 +3,7 @@
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
-use capstan_core::change::{DateTime, Value};
+use capstan_core::change::{Date, DateTime, Value};
 use serde_json::{Number, Value as Json};
 
 use super::charset_decoder::{decode_text, DecodeFailure};
@@ -37,7 +37,7 @@ pub(crate) fn json_value(value: &Value) -> Result<Json, ValueFailure> {
             }
         }
         Value::Bytes(b) => Json::String(BASE64.encode(b)),
-        Value::Date(d) => Json::String(d.to_string()),
+        Value::Date(d) => Json::String(date_text(d)),
         Value::Time(t) => Json::String(t.to_string()),
         Value::DateTime(dt) => Json::String(datetime_text(dt)),
         Value::Timestamp {
@@ -89,11 +89,34 @@ fn bit_json(bytes: &[u8], bits: u16) -> Json {
     }
 }
 
+/// `YYYY-MM-DD`, zero dates kept as written (as `Date`'s `Display`, without its formatter).
+fn date_text(d: &Date) -> String {
+    let mut s = String::with_capacity(10);
+    push_date(
+        &mut s,
+        u32::from(d.year),
+        u32::from(d.month),
+        u32::from(d.day),
+    );
+    s
+}
+
 /// `YYYY-MM-DDTHH:MM:SS[.f]`: ISO 8601 local date-time, zero dates kept as written.
 fn datetime_text(dt: &DateTime) -> String {
-    let mut s = format!(
-        "{}T{:02}:{:02}:{:02}",
-        dt.date, dt.hour, dt.minute, dt.second
+    let mut s = String::with_capacity(26);
+    let d = &dt.date;
+    push_date(
+        &mut s,
+        u32::from(d.year),
+        u32::from(d.month),
+        u32::from(d.day),
+    );
+    s.push('T');
+    push_clock(
+        &mut s,
+        u32::from(dt.hour),
+        u32::from(dt.minute),
+        u32::from(dt.second),
     );
     push_fraction(&mut s, dt.micros, dt.fsp);
     s
@@ -101,22 +124,59 @@ fn datetime_text(dt: &DateTime) -> String {
 
 /// `YYYY-MM-DDTHH:MM:SS[.f]Z` in UTC; MySQL's zero timestamp is `0000-00-00T00:00:00Z`.
 pub(super) fn timestamp_text(seconds: u32, micros: u32, fsp: u8) -> String {
-    let mut s = if seconds == 0 && micros == 0 {
-        "0000-00-00T00:00:00".to_string()
+    let mut s = String::with_capacity(27);
+    if seconds == 0 && micros == 0 {
+        s.push_str("0000-00-00T00:00:00");
     } else {
         let days = i64::from(seconds / 86_400);
         let secs = seconds % 86_400;
         let (y, m, d) = civil_from_days(days);
-        format!(
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-            secs / 3600,
-            (secs / 60) % 60,
-            secs % 60
-        )
-    };
+        // a u32 of seconds ends in 2106: the year is never negative
+        push_date(&mut s, u32::try_from(y).unwrap_or(0), m, d);
+        s.push('T');
+        push_clock(&mut s, secs / 3600, (secs / 60) % 60, secs % 60);
+    }
     push_fraction(&mut s, micros, fsp);
     s.push('Z');
     s
+}
+
+/// Appends `YYYY-MM-DD`.
+fn push_date(s: &mut String, year: u32, month: u32, day: u32) {
+    push_joined(s, [(year, 4), (month, 2), (day, 2)], '-');
+}
+
+/// Appends `HH:MM:SS`.
+fn push_clock(s: &mut String, hour: u32, minute: u32, second: u32) {
+    push_joined(s, [(hour, 2), (minute, 2), (second, 2)], ':');
+}
+
+/// Appends the padded `(number, width)` fields with `separator` between them.
+fn push_joined(s: &mut String, fields: [(u32, usize); 3], separator: char) {
+    for (i, (n, width)) in fields.into_iter().enumerate() {
+        if i > 0 {
+            s.push(separator);
+        }
+        push_padded(s, n, width);
+    }
+}
+
+/// Appends `n` in decimal, zero-padded to at least `width` digits (as `{:0width$}`).
+fn push_padded(s: &mut String, mut n: u32, width: usize) {
+    let mut digits = [b'0'; 10];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for _ in digits.len() - start..width {
+        s.push('0');
+    }
+    s.extend(digits[start..].iter().map(|&b| char::from(b)));
 }
 
 /// Appends `.` and the first `fsp` (1..=6) digits of `micros`.
@@ -124,9 +184,9 @@ pub(super) fn push_fraction(s: &mut String, micros: u32, fsp: u8) {
     if fsp == 0 {
         return;
     }
-    let digits = format!("{:06}", micros.min(999_999));
+    let fsp = u32::from(fsp.min(6));
     s.push('.');
-    s.push_str(digits.get(..usize::from(fsp.min(6))).unwrap_or(&digits));
+    push_padded(s, micros.min(999_999) / 10u32.pow(6 - fsp), fsp as usize);
 }
 
 #[cfg(test)]
@@ -136,6 +196,45 @@ mod tests {
     #[test]
     fn timestamps() {
         assert_eq!(timestamp_text(2_147_483_647, 0, 0), "2038-01-19T03:14:07Z");
+        assert_eq!(timestamp_text(0, 0, 0), "0000-00-00T00:00:00Z");
+        assert_eq!(timestamp_text(1, 120, 6), "1970-01-01T00:00:01.000120Z");
+        assert_eq!(
+            timestamp_text(u32::MAX, 999_999, 3),
+            "2106-02-07T06:28:15.999Z"
+        );
+    }
+
+    #[test]
+    fn dates_and_fractions_are_padded_as_the_formatter_pads_them() {
+        for (y, m, d) in [
+            (0, 0, 0),
+            (7, 1, 2),
+            (999, 12, 31),
+            (2026, 11, 29),
+            (9999, 9, 9),
+        ] {
+            let date = Date {
+                year: y,
+                month: m,
+                day: d,
+            };
+            assert_eq!(date_text(&date), date.to_string());
+        }
+        for (micros, fsp, text) in [
+            (0, 1, ".0"),
+            (5, 6, ".000005"),
+            (120_000, 2, ".12"),
+            (999_999, 5, ".99999"),
+            (1_500_000, 6, ".999999"),
+            (42, 0, ""),
+        ] {
+            let mut s = String::new();
+            push_fraction(&mut s, micros, fsp);
+            assert_eq!(s, text, "{micros} {fsp}");
+        }
+        let mut s = String::new();
+        push_padded(&mut s, u32::MAX, 2);
+        assert_eq!(s, u32::MAX.to_string());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! One record ready for a producer.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use super::registry_schema::PendingSchemas;
@@ -36,8 +37,8 @@ pub struct KafkaRecord {
     pub key: Option<Vec<u8>>,
     /// Value bytes (JSON), `None` for a tombstone.
     pub value: Option<Vec<u8>>,
-    /// Headers, in order.
-    pub headers: Vec<(String, Vec<u8>)>,
+    /// Headers, in order (capstan's names are static: not copied per record).
+    pub headers: Vec<(Cow<'static, str>, Vec<u8>)>,
     /// Create timestamp, milliseconds since the Unix epoch.
     pub timestamp_ms: Option<i64>,
     /// `format: avro`: the registry schemas whose ids the key and value (Avro datums) still
@@ -53,6 +54,14 @@ impl KafkaRecord {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_slice())
+    }
+
+    /// The headers with owned names, as a consumer reads them back.
+    pub fn headers_owned(&self) -> Vec<(String, Vec<u8>)> {
+        self.headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.clone()))
+            .collect()
     }
 
     /// The value of header `name` as text, if present and UTF-8.
@@ -94,7 +103,7 @@ impl fmt::Debug for KafkaRecord {
         let headers: Vec<(&str, Option<&str>)> = self
             .headers
             .iter()
-            .map(|(n, v)| (n.as_str(), std::str::from_utf8(v).ok()))
+            .map(|(n, v)| (n.as_ref(), std::str::from_utf8(v).ok()))
             .collect();
         f.debug_struct("KafkaRecord")
             .field("topic", &self.topic)

@@ -32,6 +32,8 @@ mod json_value;
 mod kafka_record;
 mod message_key;
 mod record_builder;
+#[cfg(test)]
+mod record_builder_bench;
 mod record_emitter;
 mod registry_schema;
 mod schema_cache;

@@ -31,7 +31,7 @@ use super::envelope::{
 use super::kafka_record::{KafkaRecord, HEADER_DEBEZIUM_NEWKEY, HEADER_DEBEZIUM_OLDKEY};
 use super::message_key::{key_columns, MessageKeys};
 use super::record_emitter::{
-    image, key_object, missing, serialize, Emitter, Payload, TransactionProgress,
+    image, key_object, missing, serialize, serialize_sized, Emitter, Payload, TransactionProgress,
 };
 use super::registry_schema::PendingSchemas;
 use super::schema_cache::{build_schemas, framed, SchemaCache, TableSchemas, TableVersion};
@@ -248,10 +248,11 @@ impl RecordBuilder {
         key: Option<&OrderedObject<'_>>,
         envelope: &Envelope<'_>,
         table: &TableId,
+        value_capacity: usize,
     ) -> Result<Payload, SinkError> {
         let Some(avro) = schemas.and_then(|s| s.avro.as_ref()) else {
             let key = key.map(|k| serialize(k, table)).transpose()?;
-            let value = serialize(envelope, table)?;
+            let value = serialize_sized(envelope, table, value_capacity)?;
             let (key, value) = framed(schemas, key, value);
             return Ok((key, Some(value), None));
         };
@@ -510,7 +511,6 @@ impl RecordBuilder {
                 }
             }
         }
-        let collection = table.to_string();
         let schemas = self.table_schemas(
             topic,
             change.before.as_ref().or(change.after.as_ref()),
@@ -519,7 +519,7 @@ impl RecordBuilder {
             routed,
         );
         for event in events {
-            let (total_order, collection_order) = em.count(&collection);
+            let (total_order, collection_order) = em.count(table);
             let envelope = Envelope {
                 before: event.before,
                 after: event.after,
@@ -545,29 +545,40 @@ impl RecordBuilder {
                     data_collection_order: collection_order,
                 }),
             };
-            let (key, value, registry) =
-                self.encode_event(schemas.as_deref(), event.key, &envelope, table)?;
+            let (key, value, registry) = self.encode_event(
+                schemas.as_deref(),
+                event.key,
+                &envelope,
+                table,
+                em.value_capacity,
+            )?;
             let key_header = event
                 .key_header
                 .map(|(name, k)| serialize(k, table).map(|v| (name, v)))
                 .transpose()?;
-            let tombstone_registry = registry.as_ref().map(|r| PendingSchemas {
-                key: r.key.clone(),
-                value: None,
-            });
+            // a delete's tombstone follows it, with the same key and key header
+            let tombstone = (event.op == "d" && self.options.tombstones_on_delete)
+                .then(|| {
+                    let registry = registry.as_ref().map(|r| PendingSchemas {
+                        key: r.key.clone(),
+                        value: None,
+                    });
+                    key.clone().map(|k| (k, registry, key_header.clone()))
+                })
+                .flatten();
             em.push_with_header(
                 table,
                 topic,
-                (key.clone(), value, registry),
+                (key, value, registry),
                 Some(row_index),
                 commit_ms,
-                key_header.clone(),
+                key_header,
             )?;
-            if event.op == "d" && self.options.tombstones_on_delete && key.is_some() {
+            if let Some((key, registry, key_header)) = tombstone {
                 em.push_with_header(
                     table,
                     topic,
-                    (key, None, tombstone_registry),
+                    (Some(key), None, registry),
                     Some(row_index),
                     commit_ms,
                     key_header,
@@ -698,7 +709,13 @@ impl RecordBuilder {
                 ts_ms: ctx.now_ms,
                 transaction: None,
             };
-            let payload = self.encode_event(schemas.as_deref(), key.as_ref(), &envelope, table)?;
+            let payload = self.encode_event(
+                schemas.as_deref(),
+                key.as_ref(),
+                &envelope,
+                table,
+                em.value_capacity,
+            )?;
             em.push_with_header(table, &topic, payload, Some(row_index), ctx.now_ms, None)?;
         }
         Ok(em.records)

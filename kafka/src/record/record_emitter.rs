@@ -2,10 +2,12 @@
 //! share, the counters of the `transaction` block; and the row-image → JSON helpers that turn
 //! value failures into value-free errors.
 
+use std::borrow::Cow;
+
 use capstan_core::change::{ColumnTypes, Row, TableId};
 
 use super::charset_decoder::DecodeFailure;
-use super::envelope::OrderedObject;
+use super::envelope::{Cell, OrderedObject};
 use super::json_value::ValueFailure;
 use super::kafka_record::{
     KafkaRecord, HEADER_EPOCH, HEADER_PIPELINE, HEADER_POSITION, HEADER_RECORD, HEADER_ROW,
@@ -63,6 +65,8 @@ pub(super) type Payload = (Option<Vec<u8>>, Option<Vec<u8>>, Option<PendingSchem
 pub(super) struct Emitter<'a> {
     pub(super) ctx: RecordContext<'a>,
     position: String,
+    /// The epoch as the header carries it (decimal), formatted once.
+    epoch: Vec<u8>,
     pub(super) records: Vec<KafkaRecord>,
     /// Records of the same transaction emitted by earlier calls (its earlier parts).
     earlier: usize,
@@ -70,15 +74,20 @@ pub(super) struct Emitter<'a> {
     pub(super) collections: Vec<(String, u64)>,
     /// The producer's `message.max.bytes`: a larger record is refused here, by name.
     max_record_bytes: usize,
+    /// The buffer a record value is serialised into starts this large: a little over the
+    /// last value, so a run of like records is written without growing the buffer.
+    pub(super) value_capacity: usize,
 }
 
 impl<'a> Emitter<'a> {
     pub(super) fn new(ctx: RecordContext<'a>, position: String, max_record_bytes: usize) -> Self {
         Emitter {
+            epoch: ctx.epoch.to_string().into_bytes(),
             ctx,
             position,
             max_record_bytes,
             records: Vec::new(),
+            value_capacity: 256,
             earlier: 0,
             total_order: 0,
             collections: Vec::new(),
@@ -101,28 +110,22 @@ impl<'a> Emitter<'a> {
         self.records
     }
 
-    fn headers(&self, row: Option<usize>) -> Vec<(String, Vec<u8>)> {
+    fn headers(&self, row: Option<usize>) -> Vec<(Cow<'static, str>, Vec<u8>)> {
         // capstan's five, and a key change's header: one allocation for the list
         let mut h = Vec::with_capacity(6);
         h.extend([
             (
-                HEADER_PIPELINE.to_string(),
+                HEADER_PIPELINE.into(),
                 self.ctx.pipeline.as_bytes().to_vec(),
             ),
-            (
-                HEADER_EPOCH.to_string(),
-                self.ctx.epoch.to_string().into_bytes(),
-            ),
-            (
-                HEADER_POSITION.to_string(),
-                self.position.as_bytes().to_vec(),
-            ),
+            (HEADER_EPOCH.into(), self.epoch.clone()),
+            (HEADER_POSITION.into(), self.position.as_bytes().to_vec()),
         ]);
         if let Some(row) = row {
-            h.push((HEADER_ROW.to_string(), row.to_string().into_bytes()));
+            h.push((HEADER_ROW.into(), row.to_string().into_bytes()));
         }
         h.push((
-            HEADER_RECORD.to_string(),
+            HEADER_RECORD.into(),
             (self.earlier + self.records.len()).to_string().into_bytes(),
         ));
         h
@@ -153,11 +156,14 @@ impl<'a> Emitter<'a> {
         (key, value, registry): Payload,
         row: Option<usize>,
         ts: u64,
-        extra: Option<(&str, Vec<u8>)>,
+        extra: Option<(&'static str, Vec<u8>)>,
     ) -> Result<(), SinkError> {
+        if let Some(v) = &value {
+            self.value_capacity = v.len() + v.len() / 8 + 16;
+        }
         let mut headers = self.headers(row);
         if let Some((name, v)) = extra {
-            headers.push((name.to_string(), v));
+            headers.push((name.into(), v));
         }
         let record = KafkaRecord {
             topic: topic.to_string(),
@@ -180,16 +186,22 @@ impl<'a> Emitter<'a> {
         Ok(())
     }
 
-    /// Counts one data event of `collection`; returns (total_order, data_collection_order).
-    pub(super) fn count(&mut self, collection: &str) -> (u64, u64) {
+    /// Counts one data event of `table`; returns (total_order, data_collection_order).
+    pub(super) fn count(&mut self, table: &TableId) -> (u64, u64) {
         self.total_order += 1;
-        let n = match self.collections.iter_mut().find(|(c, _)| c == collection) {
+        // `schema.table`, compared without formatting it per event
+        let named = |c: &str| {
+            c.strip_prefix(table.schema.as_str())
+                .and_then(|rest| rest.strip_prefix('.'))
+                == Some(table.table.as_str())
+        };
+        let n = match self.collections.iter_mut().find(|(c, _)| named(c)) {
             Some((_, n)) => {
                 *n += 1;
                 *n
             }
             None => {
-                self.collections.push((collection.to_string(), 1));
+                self.collections.push((table.to_string(), 1));
                 1
             }
         };
@@ -201,10 +213,21 @@ pub(super) fn serialize<T: serde::Serialize>(
     value: &T,
     table: &TableId,
 ) -> Result<Vec<u8>, SinkError> {
-    serde_json::to_vec(value).map_err(|_| SinkError::MalformedChange {
+    serialize_sized(value, table, 128)
+}
+
+/// [`serialize`] into a buffer of `capacity` bytes to start with.
+pub(super) fn serialize_sized<T: serde::Serialize>(
+    value: &T,
+    table: &TableId,
+    capacity: usize,
+) -> Result<Vec<u8>, SinkError> {
+    let mut buffer = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut buffer, value).map_err(|_| SinkError::MalformedChange {
         table: table.to_string(),
         reason: "event could not be serialised",
-    })
+    })?;
+    Ok(buffer)
 }
 
 fn value_error(failure: ValueFailure, table: &TableId, column: &str) -> SinkError {
@@ -235,7 +258,7 @@ pub(super) fn image<'r>(
         .enumerate()
         .map(|(i, (name, v))| {
             encoding
-                .encode(v, types.and_then(|t| t.get(i)))
+                .encode_cell(v, types.and_then(|t| t.get(i)))
                 .map(|j| (name, j))
                 .map_err(|f| value_error(f, table, name))
         })
@@ -266,14 +289,14 @@ pub(super) fn key_object<'r>(
             });
         };
         let j = encoding
-            .encode(v, types.and_then(|t| t.get(i)))
+            .encode_cell(v, types.and_then(|t| t.get(i)))
             .map_err(|f| value_error(f, table, name))?;
         pairs.push((name.as_str(), j));
     }
     if routed {
         pairs.push((
             PHYSICAL_TABLE_KEY_FIELD,
-            serde_json::Value::String(table.to_string()),
+            Cell::Json(serde_json::Value::String(table.to_string())),
         ));
     }
     Ok(Some(OrderedObject(pairs)))
