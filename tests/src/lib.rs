@@ -169,28 +169,12 @@ impl KafkaEnv {
         partitions: i32,
         replication: i32,
     ) -> Result<(), String> {
-        use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-        use rdkafka::client::DefaultClientContext;
-        let admin: AdminClient<DefaultClientContext> = rdkafka::ClientConfig::new()
-            .set("bootstrap.servers", &self.bootstrap)
-            .create()
-            .map_err(|e| e.to_string())?;
+        use rdkafka::admin::{NewTopic, TopicReplication};
+        let admin = self.admin_client()?;
         let topic_spec = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
-        let options =
-            AdminOptions::new().operation_timeout(Some(std::time::Duration::from_secs(30)));
-        // on a thread of its own: callers may be inside a tokio runtime
-        let results = std::thread::scope(|s| {
-            s.spawn(|| {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| e.to_string())?;
-                rt.block_on(admin.create_topics(std::iter::once(&topic_spec), &options))
-                    .map_err(|e| e.to_string())
-            })
-            .join()
-            .map_err(|_| "admin thread panicked".to_string())?
-        })?;
+        let options = admin_options();
+        let results = on_own_thread(admin.create_topics(std::iter::once(&topic_spec), &options))?
+            .map_err(|e| e.to_string())?;
         for r in results {
             match r {
                 Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
@@ -199,6 +183,56 @@ impl KafkaEnv {
         }
         Ok(())
     }
+
+    /// Deletes `topics` (one that does not exist is no error): a benchmark's topics hold
+    /// gigabytes, and the dev broker keeps every topic until it is deleted.
+    pub fn delete_topics(&self, topics: &[&str]) -> Result<(), String> {
+        let admin = self.admin_client()?;
+        let options = admin_options();
+        let results =
+            on_own_thread(admin.delete_topics(topics, &options))?.map_err(|e| e.to_string())?;
+        for r in results {
+            match r {
+                Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::UnknownTopicOrPartition)) => {}
+                Err((t, code)) => return Err(format!("delete {t}: {code:?}")),
+            }
+        }
+        Ok(())
+    }
+
+    fn admin_client(
+        &self,
+    ) -> Result<rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext>, String> {
+        rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .create()
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Admin requests wait 30 s at most.
+fn admin_options() -> rdkafka::admin::AdminOptions {
+    rdkafka::admin::AdminOptions::new().operation_timeout(Some(std::time::Duration::from_secs(30)))
+}
+
+/// Runs `request` to completion on a thread and runtime of its own: callers may be inside a
+/// tokio runtime.
+fn on_own_thread<F>(request: F) -> Result<F::Output, String>
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map(|rt| rt.block_on(request))
+                .map_err(|e| e.to_string())
+        })
+        .join()
+        .map_err(|_| "admin thread panicked".to_string())?
+    })
 }
 
 /// This package's directory in the checkout being tested: cargo's runtime

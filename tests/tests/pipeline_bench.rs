@@ -460,6 +460,9 @@ async fn source_only(db: &DbEnv, schema: &str, before: &GtidSet, after: &GtidSet
 
 /// A plain rdkafka producer (capstan's producer properties: idempotent, acks=all, linger 5 ms)
 /// sending `n` records of `size` bytes to the same broker, all enqueued then awaited.
+/// The raw producer's topic.
+const RAW_TOPIC: &str = "bench.raw";
+
 async fn raw_produce(bootstrap: &str, n: u64, size: usize) -> f64 {
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -489,7 +492,7 @@ async fn raw_produce(bootstrap: &str, n: u64, size: usize) -> f64 {
                 key: "capstan.position",
                 value: Some("3e11fa47-71ca-11e1-9e33-c80aa9429562:12345"),
             });
-        let record = FutureRecord::to("bench.raw")
+        let record = FutureRecord::to(RAW_TOPIC)
             .key(&key)
             .payload(&value)
             .headers(headers);
@@ -641,6 +644,17 @@ async fn bench_throughput() {
     admin
         .query_drop(format!("DROP DATABASE `{schema}`"))
         .await
+        .unwrap();
+    // a run leaves gigabytes on the broker (a million records per topic, the raw topic once
+    // per round): the dev broker keeps them until they are deleted
+    let topics = [
+        format!("bench.{schema}.t"),
+        format!("bencheo.{schema}.t"),
+        "capstan.offsets.tp_eo".to_string(),
+        RAW_TOPIC.to_string(),
+    ];
+    kafka
+        .delete_topics(&topics.iter().map(String::as_str).collect::<Vec<_>>())
         .unwrap();
 }
 
