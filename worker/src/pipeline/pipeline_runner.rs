@@ -44,14 +44,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use capstan_connectors::mysql::{AssemblerConfig, AssemblerOutput, BinlogSource, SourceError};
-use capstan_core::position::ResumePoint;
-use capstan_kafka::publisher::Fence;
+use capstan_connectors::mysql::{AssemblerConfig, BinlogSource};
 use capstan_kafka::record::RecordBuilder;
 use capstan_kafka::registry::SchemaRegistrar;
-use capstan_kafka::SinkError;
-use capstan_raft_store::{Command, Epoch, Response, RunnerState};
-use tokio::sync::{mpsc, watch, Semaphore};
+use capstan_raft_store::{Command, Epoch, RunnerState};
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::engine::delivery_ledger::{LedgerAction, CHECKPOINT_EVERY};
@@ -61,13 +58,12 @@ use super::engine::stream_engine::{
 };
 use super::pipeline_spec::CheckedPipelineSpec;
 use super::record_encoder::RecordEncoder;
-use super::runner_deliver::{Batch, Payload};
+use super::runner_deliver::Batch;
 use super::runner_sink::RunnerSink;
-use super::sliced_transaction::NotResumable;
 use super::snapshot_driver::SnapshotDriver;
 use super::source_link_gauge::SourceLinkGauge;
+use super::source_task::{payload_rows, source_end, SourceTask};
 use super::spec_secrets::{resolve_secrets, HostSecrets};
-use crate::fault_point::FaultPoint;
 use crate::metrics::Metrics;
 use crate::node::Node;
 
@@ -90,8 +86,6 @@ async fn wait_stop(stop: &mut watch::Receiver<bool>) -> Result<(), watch::error:
 /// How long a stopped runner may take to settle its batch in flight and commit its checkpoint
 /// (within the supervisor's 2 s wait at shutdown).
 const STOP_GRACE: Duration = Duration::from_millis(1500);
-/// Bytes counted for an output without row changes.
-const OUTPUT_OVERHEAD_BYTES: usize = 256;
 
 /// One pipeline incarnation: a name, an owner epoch, a checked definition.
 #[derive(Debug)]
@@ -112,7 +106,7 @@ pub struct PipelineRunner {
 }
 
 /// Why a step stopped the runner.
-type Step<T> = Result<T, RunnerExit>;
+pub(super) type Step<T> = Result<T, RunnerExit>;
 
 impl PipelineRunner {
     /// A runner for `name` at `epoch`, acting within the lease term `lease_term`.
@@ -229,7 +223,7 @@ impl PipelineRunner {
             slice_bytes: Some(SLICE_BYTES),
             ..AssemblerConfig::default()
         };
-        let mut source = BinlogSource::start_observed(
+        let source = BinlogSource::start_observed(
             self.spec.source.clone(),
             start,
             assembler,
@@ -297,33 +291,7 @@ impl PipelineRunner {
         let start = resume_point(source.position(), source.processed())?;
         let mode = self.spec.snapshot.as_ref().map(|s| s.mode);
         let mut engine = StreamEngine::new(start, snapshot.is_some(), mode, Instant::now());
-        // bounded by bytes: each output holds permits for its size (capped at the whole
-        // budget) until delivered
-        let budget = Arc::new(Semaphore::new(SOURCE_BUFFER_BYTES));
-        let (tx, mut rx) = mpsc::channel(4096);
-        let _source_task = AbortOnDrop(tokio::spawn(async move {
-            loop {
-                let item = match source.next().await {
-                    Ok(output) => {
-                        let payload = match source_encoder.as_mut() {
-                            Some(encoder) => encode(encoder, output),
-                            None => Ok(Payload::Output(output)),
-                        };
-                        payload.map(|p| (p, source.position().clone(), source.processed().clone()))
-                    }
-                    Err(e) => Err(ItemError::Source(e)),
-                };
-                let end = item.is_err();
-                let bytes = item.as_ref().map_or(0, |(p, _, _)| payload_bytes(p));
-                let want = u32::try_from(bytes.min(SOURCE_BUFFER_BYTES)).unwrap_or(u32::MAX);
-                let Ok(permit) = budget.clone().acquire_many_owned(want).await else {
-                    break;
-                };
-                if tx.send((item, permit)).await.is_err() || end {
-                    break;
-                }
-            }
-        }));
+        let (_source_task, mut rx) = SourceTask::spawn(source, source_encoder);
         let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
         loop {
             let backlog = !rx.is_empty();
@@ -464,155 +432,6 @@ impl PipelineRunner {
             }
         }
         Ok(())
-    }
-
-    /// This node still owns the pipeline at this runner's epoch (by the replicated state).
-    fn owns_at_epoch(&self) -> bool {
-        self.node.state.read(|s| {
-            s.pipeline(&self.name)
-                .is_some_and(|r| r.owner() == Some(self.node.id) && r.epoch() == self.epoch)
-        })
-    }
-
-    /// The at-least-once publisher's fence, asked before every record is enqueued: it holds
-    /// while this node holds its lease without a break since the runner started (ADR-0004: an
-    /// owner without a valid lease publishes nothing), so a batch stops mid-way when the lease
-    /// runs out during it, and a frozen owner that renews on waking stays stopped.
-    pub(super) fn publish_fence(&self) -> Fence {
-        let node = self.node.clone();
-        let term = self.lease_term;
-        Arc::new(move || {
-            let holds = node.holds_lease_term(term);
-            if holds {
-                FaultPoint::PublishLeaseChecked.hit();
-            }
-            holds
-        })
-    }
-
-    pub(super) fn require_lease(&self) -> Step<()> {
-        if self.node.holds_lease_term(self.lease_term) {
-            Ok(())
-        } else {
-            Err(RunnerExit::Fenced {
-                code: "lease_expired".into(),
-            })
-        }
-    }
-
-    /// Commits `point` as the pipeline's checkpoint (owner write).
-    pub(super) async fn commit_checkpoint(&self, point: &ResumePoint) -> Step<()> {
-        self.owner_write(Command::commit_checkpoint(&self.name, self.epoch, point))
-            .await
-    }
-
-    async fn report(&self, state: RunnerState) -> Step<()> {
-        self.owner_write(Command::ReportStatus {
-            pipeline: self.name.clone(),
-            epoch: self.epoch,
-            state,
-            reason: None,
-            detail: None,
-        })
-        .await
-    }
-
-    /// A write that only the current owner may make: lease checked first, epoch carried,
-    /// fencing answers stop the runner. Retriable Raft errors (no leader for a moment) are
-    /// retried while the lease lasts.
-    pub(super) async fn owner_write(&self, command: Command) -> Step<()> {
-        loop {
-            self.require_lease()?;
-            match self.node.write(command.clone()).await {
-                Ok(Response::Applied) => return Ok(()),
-                Ok(r) if r.is_fenced() => {
-                    info!(pipeline = %self.name, epoch = self.epoch, code = r.code(), "owner fenced");
-                    return Err(RunnerExit::Fenced {
-                        code: r.code().to_string(),
-                    });
-                }
-                Ok(r) => return Err(RunnerExit::failed(r.code())),
-                Err(e) if e.is_retriable() => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(e) => {
-                    return Err(RunnerExit::Failed {
-                        code: e.code().to_string(),
-                        detail: Some(e.to_string()),
-                    })
-                }
-            }
-        }
-    }
-}
-
-/// Why the source task stopped.
-#[derive(Debug)]
-enum ItemError {
-    /// The source halted.
-    Source(SourceError),
-    /// An output could not be encoded (a record too large, a value that cannot be JSON).
-    Record(SinkError),
-    /// The checkpoint is inside a transaction the source did not hand out first.
-    NotResumable(NotResumable),
-}
-
-/// How a failed output ends the source, for the engine.
-fn source_end(error: ItemError) -> SourceEnd {
-    match error {
-        ItemError::Source(e) if e.code() == "data_gap" => SourceEnd::PositionLost(e.to_string()),
-        ItemError::Source(e) => SourceEnd::Failed(RunnerExit::from_source(&e)),
-        ItemError::Record(e) => SourceEnd::Failed(RunnerExit::from_sink(&e)),
-        ItemError::NotResumable(e) => SourceEnd::Failed(RunnerExit::Failed {
-            code: e.code().to_string(),
-            detail: Some(e.to_string()),
-        }),
-    }
-}
-
-/// Encodes an output on the source task.
-fn encode(encoder: &mut RecordEncoder, output: AssemblerOutput) -> Result<Payload, ItemError> {
-    let output = encoder.admit(output).map_err(ItemError::NotResumable)?;
-    let encoded = encoder
-        .encode(&output, now_ms())
-        .map_err(ItemError::Record)?;
-    Ok(Payload::Encoded {
-        encoded,
-        within: encoder.within(),
-    })
-}
-
-/// Row changes a payload carries.
-fn payload_rows(payload: &Payload) -> usize {
-    match payload {
-        Payload::Output(AssemblerOutput::Transaction(tx) | AssemblerOutput::Slice(tx)) => {
-            tx.changes.len()
-        }
-        Payload::Output(_) => 0,
-        Payload::Encoded { encoded, .. } => usize::try_from(encoded.rows).unwrap_or(usize::MAX),
-    }
-}
-
-/// The bytes a payload counts against the byte budgets: its decoded changes, or its records.
-fn payload_bytes(payload: &Payload) -> usize {
-    OUTPUT_OVERHEAD_BYTES
-        + match payload {
-            Payload::Output(AssemblerOutput::Transaction(tx) | AssemblerOutput::Slice(tx)) => tx
-                .changes
-                .iter()
-                .map(capstan_core::change::Change::approximate_bytes)
-                .sum::<usize>(),
-            Payload::Output(_) => 0,
-            Payload::Encoded { encoded, .. } => encoded.bytes(),
-        }
-}
-
-/// Aborts the task when dropped (the runner stopped, or failed).
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

@@ -2,12 +2,9 @@
 //! into a [`CheckedPipelineSpec`]. Every error names the field it is about and never echoes a
 //! value (a password or a host name could be in it).
 
-use std::collections::HashSet;
-
 use capstan_connectors::mysql::{
     FlavorChoice, SourceConfig, SourceError, TableFilter, ValidSourceConfig, XaMode,
 };
-use capstan_core::change::TableId;
 use capstan_core::position::{Flavor, Position};
 use capstan_kafka::config::{CheckedSinkConfig, SinkConfig};
 use serde::{Deserialize, Serialize};
@@ -15,6 +12,7 @@ use serde::{Deserialize, Serialize};
 pub use super::columns_spec::ColumnsSpec;
 pub use super::routes_spec::RouteSpec;
 pub use super::schema_changes_spec::SchemaChangesSpec;
+pub use super::snapshot_spec::{CheckedSnapshot, SnapshotMode, SnapshotSpec};
 pub use super::tables_spec::TablesSpec;
 
 /// A pipeline definition.
@@ -72,71 +70,6 @@ pub enum XaSpec {
 
 fn default_max_prepared() -> u32 {
     10_000
-}
-
-/// When the initial snapshot runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SnapshotMode {
-    /// Never: stream changes only.
-    #[default]
-    Never,
-    /// Once, at the pipeline's first start, woven into the stream (ADR-0005).
-    Initial,
-    /// Like `initial`, and again whenever the checkpoint is no longer on the server (its
-    /// binlog was purged): the snapshot restarts from a new stream floor instead of halting
-    /// `data_gap`.
-    WhenNeeded,
-}
-
-/// The snapshot block.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SnapshotSpec {
-    /// `never` (default), `initial` or `when_needed`.
-    #[serde(default)]
-    pub mode: SnapshotMode,
-    /// Tables to snapshot, each captured (default: the captured ones; with every table
-    /// captured, the server's base tables outside the system schemas).
-    #[serde(default)]
-    pub tables: Option<Vec<String>>,
-    /// Rows per chunk, fixed (1 to 1,000,000): bounds memory and what a crash re-reads.
-    /// Absent (the default): sized per table to about 100 ms of reading and at most 32 MiB
-    /// of row data (`capstan_core::snapshot::ChunkSizer`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chunk_size: Option<u32>,
-    /// A ceiling on snapshot rows read per second (default: none). Chunks also wait while
-    /// the stream has a backlog, so live changes go first.
-    #[serde(default)]
-    pub max_rows_per_second: Option<u32>,
-}
-
-impl Default for SnapshotSpec {
-    fn default() -> Self {
-        SnapshotSpec {
-            mode: SnapshotMode::Never,
-            tables: None,
-            chunk_size: None,
-            max_rows_per_second: None,
-        }
-    }
-}
-
-/// The largest chunk: a chunk is held in memory whole.
-pub const MAX_CHUNK_SIZE: u32 = 1_000_000;
-
-/// The checked snapshot block.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CheckedSnapshot {
-    /// `initial` or `when_needed`.
-    pub mode: SnapshotMode,
-    /// The tables, in reading order; `None`: resolve the captured base tables at the first
-    /// start.
-    pub tables: Option<Vec<TableId>>,
-    /// Rows per chunk when fixed; `None` adapts.
-    pub chunk_size: Option<u32>,
-    /// Rows per second ceiling.
-    pub max_rows_per_second: Option<u32>,
 }
 
 /// Where a pipeline without a checkpoint starts: `"checkpoint"`, `"current"` or
@@ -321,77 +254,6 @@ impl PipelineSpec {
     }
 }
 
-impl SnapshotSpec {
-    fn check(&self, captured: &TableFilter) -> Result<Option<CheckedSnapshot>, PipelineSpecError> {
-        if self
-            .chunk_size
-            .is_some_and(|rows| rows == 0 || rows > MAX_CHUNK_SIZE)
-        {
-            return Err(PipelineSpecError::new(
-                "snapshot.chunk_size",
-                format!("must be 1 to {MAX_CHUNK_SIZE}"),
-            ));
-        }
-        if self.max_rows_per_second == Some(0) {
-            return Err(PipelineSpecError::new(
-                "snapshot.max_rows_per_second",
-                "must be positive (omit it for no ceiling)",
-            ));
-        }
-        if self.mode == SnapshotMode::Never {
-            if self.tables.is_some() {
-                return Err(PipelineSpecError::new(
-                    "snapshot.tables",
-                    "needs `mode` initial or when_needed",
-                ));
-            }
-            return Ok(None);
-        }
-        let tables = match (&self.tables, captured) {
-            (Some(names), _) => {
-                if names.is_empty() {
-                    return Err(PipelineSpecError::new(
-                        "snapshot.tables",
-                        "must name at least one table (omit it to snapshot the captured ones)",
-                    ));
-                }
-                let mut seen = HashSet::new();
-                let mut tables = Vec::with_capacity(names.len());
-                for (i, name) in names.iter().enumerate() {
-                    let field = format!("snapshot.tables[{i}]");
-                    let table = match name.split_once('.') {
-                        Some((s, t)) if !s.is_empty() && !t.is_empty() => TableId::new(s, t),
-                        _ => return Err(PipelineSpecError::new(field, "must be `schema.table`")),
-                    };
-                    if !captured.admits(&table) {
-                        return Err(PipelineSpecError::new(
-                            field,
-                            "is not captured by `tables` (snapshot_table_not_captured)",
-                        ));
-                    }
-                    if !seen.insert(table.clone()) {
-                        return Err(PipelineSpecError::new(field, "is listed twice"));
-                    }
-                    tables.push(table);
-                }
-                Some(tables)
-            }
-            (None, TableFilter::Only(set)) => {
-                let mut tables: Vec<TableId> = set.iter().cloned().collect();
-                tables.sort();
-                Some(tables)
-            }
-            (None, TableFilter::All | TableFilter::AllExcept(_) | TableFilter::Matching(_)) => None,
-        };
-        Ok(Some(CheckedSnapshot {
-            mode: self.mode,
-            tables,
-            chunk_size: self.chunk_size,
-            max_rows_per_second: self.max_rows_per_second,
-        }))
-    }
-}
-
 fn check_name(name: &str) -> Result<(), PipelineSpecError> {
     let ok_chars = name
         .bytes()
@@ -444,6 +306,7 @@ fn redact_serde_message(message: &str) -> String {
 mod tests {
     use super::*;
     use capstan_connectors::mysql::TlsChoice;
+    use capstan_core::change::TableId;
     use serde_json::json;
 
     fn good() -> serde_json::Value {

@@ -1,8 +1,9 @@
 //! The owner-side half of the initial snapshot (ADR-0005): reads chunks through the snapshot
 //! reader, turns keys into the gate's order-preserving encoding (string keys by the server's
 //! collation weights), gates the stream's transactions, and says when a chunk is due and when
-//! it may be published. The decisions themselves are the pure
-//! [`SnapshotSession`]/[`CursorGate`](capstan_core::snapshot::CursorGate) of the core crate.
+//! it may be published. The decisions themselves are pure: which chunk, and when it may be
+//! published, are the [`SnapshotSession`]/[`CursorGate`](capstan_core::snapshot::CursorGate)
+//! of the core crate's; when a chunk is read, read ahead or read again, the [`ChunkPacer`]'s.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -19,18 +20,13 @@ use capstan_core::snapshot::{
 use capstan_kafka::exactly_once::SnapshotProgress;
 use capstan_raft_store::SnapshotTableStatus;
 
+use super::engine::chunk_pacer::{AfterFailure, ChunkPacer};
 pub use super::prepared_snapshot::PreparedSnapshot;
 use super::snapshot_plan::ad_hoc_verdict;
 use super::table_run::{
     encode, encode_cached, fetch_weights, kafka_table, key_bytes, Halt, ProgressWrite, TableRun,
 };
 use super::weight_cache::{Column, WeightCache};
-
-/// While the stream has a backlog, at most one chunk per this interval: live changes first.
-pub const BACKLOG_CHUNK_INTERVAL: Duration = Duration::from_millis(250);
-/// Attempts at a chunk whose read failed transiently (a lost connection, a lock-wait
-/// timeout) before the pipeline halts.
-const CHUNK_ATTEMPTS: u32 = 4;
 
 /// The rows of a chunk read and not yet published.
 #[derive(Debug)]
@@ -58,9 +54,8 @@ pub struct SnapshotDriver {
     sizers: HashMap<TableId, ChunkSizer>,
     /// The next chunk, read ahead on a second connection while one is published.
     prefetch: ChunkPrefetch,
-    max_rows_per_second: Option<u32>,
-    next_read: Instant,
-    last_read: Option<Instant>,
+    /// When the next chunk is due, whether one is read ahead, what a failed read leads to.
+    pacer: ChunkPacer,
     /// The collation weights of string key values, under a byte budget.
     weights: WeightCache,
     kafka_chunks: u64,
@@ -126,9 +121,7 @@ impl SnapshotDriver {
             chunk_size,
             sizers: HashMap::new(),
             prefetch: ChunkPrefetch::new(),
-            max_rows_per_second,
-            next_read: Instant::now(),
-            last_read: None,
+            pacer: ChunkPacer::new(max_rows_per_second, Instant::now()),
             weights,
             kafka_chunks: 0,
             suppressed: 0,
@@ -165,7 +158,7 @@ impl SnapshotDriver {
     /// else read now, retried on a fresh connection (identity checked again) after a
     /// transient failure. Its size and read time go to the table's sizer.
     async fn read_with_retry(&mut self, id: &TableId, processed: &Position) -> Result<Chunk, Halt> {
-        let (chunk_size, ceiling) = (self.chunk_size, self.max_rows_per_second);
+        let (chunk_size, ceiling) = (self.chunk_size, self.pacer.throttle());
         let sizer = *self
             .sizers
             .entry(id.clone())
@@ -204,15 +197,16 @@ impl SnapshotDriver {
             let Some((config, identity)) = self.source.clone() else {
                 return Err(err.code());
             };
-            if !err.is_transient() || attempt >= CHUNK_ATTEMPTS {
-                return Err(err.code());
-            }
+            let pause = match ChunkPacer::after_failure(attempt, err.is_transient()) {
+                AfterFailure::Retry(pause) => pause,
+                AfterFailure::Halt => return Err(err.code()),
+            };
             tracing::warn!(
                 code = err.code(),
                 attempt,
                 "snapshot chunk read failed; retrying"
             );
-            tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+            tokio::time::sleep(pause).await;
             if let Ok(mut reader) = SnapshotReader::open(&config).await {
                 reader
                     .check_identity(&identity)
@@ -253,14 +247,7 @@ impl SnapshotDriver {
     /// is wanted (one waits for its position, or the snapshot is complete).
     pub fn chunk_due_in(&self, backlog: bool) -> Option<Duration> {
         self.session.next_table()?;
-        let now = Instant::now();
-        let mut due = self.next_read;
-        if backlog {
-            if let Some(last) = self.last_read {
-                due = due.max(last + BACKLOG_CHUNK_INTERVAL);
-            }
-        }
-        Some(due.saturating_duration_since(now))
+        Some(self.pacer.due_in(backlog, Instant::now()))
     }
 
     /// Reads the next chunk (the caller has paused the stream at `processed`, so
@@ -286,19 +273,13 @@ impl SnapshotDriver {
             Some(raw) => Some(encode(&mut self.reader, &mut self.weights, &id, run, raw).await?),
             None => None,
         };
-        let now = Instant::now();
-        self.last_read = Some(now);
-        if let Some(limit) = self.max_rows_per_second {
-            let secs = chunk.rows.len() as f64 / f64::from(limit.max(1));
-            self.next_read = now + Duration::from_secs_f64(secs);
-        }
+        self.pacer.read(chunk.rows.len(), Instant::now());
         if let Some(held) = chunk.lock_held {
             self.lock_holds.push(held);
         }
-        if !chunk.last
-            && !backlog
-            && self.max_rows_per_second.is_none()
-            && self.reader.reads_ahead()
+        if self
+            .pacer
+            .reads_ahead(chunk.last, backlog, self.reader.reads_ahead())
         {
             if let (Some((config, identity)), Some(raw_end)) = (&self.source, &raw_end) {
                 let asked = self.sizers.get(&id).map_or(1, ChunkSizer::next_size);

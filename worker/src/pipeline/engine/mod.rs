@@ -6,11 +6,13 @@
 //! - [`stream_engine`]: the runner's stream loop (batches, snapshot chunks, how it ends), with
 //!   [`delivery_ledger`] (what Kafka and Raft hold, when the checkpoint moves) and
 //!   [`lost_position`] (a purged position: re-snapshot or halt);
+//! - [`chunk_pacer`]: when the snapshot driver reads a chunk, reads one ahead, retries one;
 //! - [`runner_exit`]: how a runner ended, as the supervisor and Raft see it;
 //! - [`supervision`]: which runners this node runs, stops, starts again or halts, with
 //!   [`retry_schedule`] (backoff after a transient fault) and [`move_release`] (giving up a
 //!   pipeline an operator moves).
 
+pub(super) mod chunk_pacer;
 pub(super) mod delivery_ledger;
 pub(super) mod lost_position;
 pub(super) mod move_release;
