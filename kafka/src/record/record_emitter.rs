@@ -227,6 +227,11 @@ pub(super) fn serialize_sized<T: serde::Serialize>(
         table: table.to_string(),
         reason: "event could not be serialised",
     })?;
+    // a small value after a large one gives back the room it did not use: the byte budgets
+    // count lengths, so what a record holds stays near its length
+    if buffer.capacity() > 2 * buffer.len() + 1024 {
+        buffer.shrink_to_fit();
+    }
     Ok(buffer)
 }
 
@@ -306,5 +311,30 @@ pub(super) fn missing(table: &TableId, reason: &'static str) -> SinkError {
     SinkError::MalformedChange {
         table: table.to_string(),
         reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_holds_about_its_length_whatever_room_it_was_given() {
+        let table = TableId::new("s", "t");
+        let small = serialize_sized(&"x", &table, 1 << 20).unwrap();
+        assert_eq!(small, b"\"x\"");
+        assert!(
+            small.capacity() <= 2 * small.len() + 1024,
+            "{}",
+            small.capacity()
+        );
+        let text = "y".repeat(5000);
+        let large = serialize_sized(&text, &table, 5200).unwrap();
+        assert_eq!(large.len(), 5002);
+        assert_eq!(
+            large.capacity(),
+            5200,
+            "room a little over the length is kept"
+        );
     }
 }
