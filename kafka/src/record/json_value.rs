@@ -162,21 +162,13 @@ fn push_joined(s: &mut String, fields: [(u32, usize); 3], separator: char) {
 }
 
 /// Appends `n` in decimal, zero-padded to at least `width` digits (as `{:0width$}`).
-fn push_padded(s: &mut String, mut n: u32, width: usize) {
-    let mut digits = [b'0'; 10];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for _ in digits.len() - start..width {
+fn push_padded(s: &mut String, n: u32, width: usize) {
+    let mut buffer = itoa::Buffer::new();
+    let digits = buffer.format(n);
+    for _ in digits.len()..width {
         s.push('0');
     }
-    s.extend(digits[start..].iter().map(|&b| char::from(b)));
+    s.push_str(digits);
 }
 
 /// Appends `.` and the first `fsp` (1..=6) digits of `micros`.

@@ -231,25 +231,12 @@ fn varlen(buf: &[u8]) -> Option<(usize, usize)> {
     None
 }
 
-fn write_uint(out: &mut Vec<u8>, mut v: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
+fn write_uint(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 fn write_int(out: &mut Vec<u8>, v: i64) {
-    if v < 0 {
-        out.push(b'-');
-    }
-    write_uint(out, v.unsigned_abs());
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 /// serde_json's float text (so the output matches the previous path byte for byte); a
