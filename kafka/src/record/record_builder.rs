@@ -550,22 +550,23 @@ impl RecordBuilder {
                 event.key,
                 &envelope,
                 table,
-                em.value_capacity,
+                em.value_capacity(),
             )?;
             let key_header = event
                 .key_header
                 .map(|(name, k)| serialize(k, table).map(|v| (name, v)))
                 .transpose()?;
             // a delete's tombstone follows it, with the same key and key header
-            let tombstone = (event.op == "d" && self.options.tombstones_on_delete)
-                .then(|| {
+            let tombstone = match &key {
+                Some(k) if event.op == "d" && self.options.tombstones_on_delete => {
                     let registry = registry.as_ref().map(|r| PendingSchemas {
                         key: r.key.clone(),
                         value: None,
                     });
-                    key.clone().map(|k| (k, registry, key_header.clone()))
-                })
-                .flatten();
+                    Some((k.clone(), registry, key_header.clone()))
+                }
+                _ => None,
+            };
             em.push_with_header(
                 table,
                 topic,
@@ -714,7 +715,7 @@ impl RecordBuilder {
                 key.as_ref(),
                 &envelope,
                 table,
-                em.value_capacity,
+                em.value_capacity(),
             )?;
             em.push_with_header(table, &topic, payload, Some(row_index), ctx.now_ms, None)?;
         }

@@ -74,9 +74,6 @@ pub(super) struct Emitter<'a> {
     pub(super) collections: Vec<(String, u64)>,
     /// The producer's `message.max.bytes`: a larger record is refused here, by name.
     max_record_bytes: usize,
-    /// The buffer a record value is serialised into starts this large: a little over the
-    /// last value, so a run of like records is written without growing the buffer.
-    pub(super) value_capacity: usize,
 }
 
 impl<'a> Emitter<'a> {
@@ -87,7 +84,6 @@ impl<'a> Emitter<'a> {
             position,
             max_record_bytes,
             records: Vec::new(),
-            value_capacity: 256,
             earlier: 0,
             total_order: 0,
             collections: Vec::new(),
@@ -158,9 +154,6 @@ impl<'a> Emitter<'a> {
         ts: u64,
         extra: Option<(&'static str, Vec<u8>)>,
     ) -> Result<(), SinkError> {
-        if let Some(v) = &value {
-            self.value_capacity = v.len() + v.len() / 8 + 16;
-        }
         let mut headers = self.headers(row);
         if let Some((name, v)) = extra {
             headers.push((name.into(), v));
@@ -184,6 +177,16 @@ impl<'a> Emitter<'a> {
         }
         self.records.push(record);
         Ok(())
+    }
+
+    /// The room a record value is serialised into to start with: a little over the last
+    /// value, so a run of like records is written without growing the buffer.
+    pub(super) fn value_capacity(&self) -> usize {
+        self.records
+            .iter()
+            .rev()
+            .find_map(|r| r.value.as_ref())
+            .map_or(256, |v| v.len() + v.len() / 8 + 16)
     }
 
     /// Counts one data event of `table`; returns (total_order, data_collection_order).

@@ -282,9 +282,8 @@ impl PipelineRunner {
             info!(pipeline = %self.name, epoch = self.epoch, flavor = %source.flavor(), "streaming");
         }
 
-        // The source runs in its own task: reading the binlog is not cancel-safe, the channel
-        // is, so the loop below can wake for checkpoint deadlines without tearing a frame.
-        // Every decision of the loop is the engine's (pure, `StreamEngine`); the loop reads,
+        // The source runs in its own task (`SourceTask`: its channel is cancel-safe, reading
+        // the binlog is not). Every decision of the loop is the engine's (pure, `StreamEngine`); the loop reads,
         // publishes and writes what it is told, and reports back. The source's checkpoint
         // (what a restart resumes from) and its processed position (what snapshot chunks go
         // by; ahead only while a MariaDB XA prepare is pending, ADR-0008) travel as one pair.
