@@ -3,7 +3,8 @@
 //! bootstrap address: librdkafka queues the records and retries until `message.timeout.ms`,
 //! two minutes here) ends `OwnershipLost` once the fence fails, instead of holding the
 //! records, ready to land, for the rest of the timeout. No broker is needed, nor a mock: a
-//! real librdkafka producer and an address where nothing listens.
+//! real librdkafka producer and an address where nothing listens. Without a fence failing, the
+//! same publish ends at `message.timeout.ms` with the Kafka code.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -26,8 +27,12 @@ fn closed_address() -> String {
 }
 
 fn publisher(holds: Arc<AtomicBool>) -> KafkaPublisher {
+    publisher_timing_out_after(holds, 120_000)
+}
+
+fn publisher_timing_out_after(holds: Arc<AtomicBool>, delivery_timeout_ms: u64) -> KafkaPublisher {
     let mut config = SinkConfig::new(&closed_address(), "cdc");
-    config.delivery_timeout_ms = 120_000;
+    config.delivery_timeout_ms = delivery_timeout_ms;
     config.topics.create = false;
     let checked = config.validate(Flavor::Mysql).unwrap();
     KafkaPublisher::new(&checked.producer)
@@ -62,4 +67,22 @@ async fn a_fence_that_fails_first_enqueues_nothing() {
         .await
         .expect("a fenced publish ends at once");
     assert_eq!(ended, Err(SinkError::OwnershipLost));
+}
+
+/// Without a broker and with the fence holding, the batch ends at `message.timeout.ms` with
+/// the failure's Kafka code (the first failed record ends the wait for the whole batch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_cannot_be_delivered_ends_with_the_kafka_code() {
+    let publisher = publisher_timing_out_after(Arc::new(AtomicBool::new(true)), 1_500);
+    let records = common::records_of(&common::builder("cdc"), &common::insert_tx(1, 1, 50), 4);
+    let ended = tokio::time::timeout(Duration::from_secs(30), publisher.publish(records))
+        .await
+        .expect("the publish ended at the delivery timeout");
+    assert_eq!(
+        ended,
+        Err(SinkError::DeliveryFailed {
+            kafka_code: "MessageTimedOut".to_string(),
+            fatal: false,
+        })
+    );
 }

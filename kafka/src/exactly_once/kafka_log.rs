@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{FutureProducer, Producer};
+use rdkafka::producer::{Producer, ThreadedProducer};
 
 use super::transactional_log::{TransactionalLog, TransactionalProducer};
 use crate::config::ProducerSettings;
-use crate::publisher::{client_error, fatal_code, send_all, transaction_error, TopicAdminClient};
+use crate::publisher::{transaction_error, AckContext, AckedProducer, TopicAdminClient};
 use crate::record::KafkaRecord;
 use crate::topic_reader::{ConsumedRecord, Isolation, TopicReader};
 use crate::SinkError;
@@ -75,7 +75,7 @@ impl KafkaTransactionalLog {
 
 /// A transactional rdkafka producer.
 pub struct KafkaTransactionalProducer {
-    producer: FutureProducer,
+    producer: AckedProducer,
     timeout: Duration,
     topics: Option<Arc<TopicAdminClient>>,
 }
@@ -90,7 +90,7 @@ impl fmt::Debug for KafkaTransactionalProducer {
 impl KafkaTransactionalProducer {
     /// Maps an error, preferring librdkafka's fatal cause (fencing) when there is one.
     fn map(&self, e: &KafkaError) -> SinkError {
-        match fatal_code(&self.producer) {
+        match self.producer.fatal_code() {
             Some(
                 RDKafkaErrorCode::ProducerFenced
                 | RDKafkaErrorCode::InvalidProducerEpoch
@@ -102,11 +102,11 @@ impl KafkaTransactionalProducer {
 
     async fn blocking(
         &self,
-        call: fn(&FutureProducer, Duration) -> Result<(), KafkaError>,
+        call: fn(&ThreadedProducer<AckContext>, Duration) -> Result<(), KafkaError>,
     ) -> Result<(), SinkError> {
         let producer = self.producer.clone();
         let timeout = self.timeout;
-        let result = tokio::task::spawn_blocking(move || call(&producer, timeout))
+        let result = tokio::task::spawn_blocking(move || call(producer.rdkafka(), timeout))
             .await
             .map_err(|_| SinkError::Client {
                 kafka_code: "blocking_task_failed".to_string(),
@@ -123,17 +123,17 @@ impl TransactionalLog for KafkaTransactionalLog {
         &self,
         transactional_id: &str,
     ) -> Result<KafkaTransactionalProducer, SinkError> {
-        let producer: FutureProducer = self
-            .settings
-            .clone()
-            .with("transactional.id", transactional_id)
-            .with(
-                "transaction.timeout.ms",
-                &self.transaction_timeout_ms.to_string(),
-            )
-            .client_config()
-            .create()
-            .map_err(|e| client_error(&e))?;
+        let producer = AckedProducer::create(
+            &self
+                .settings
+                .clone()
+                .with("transactional.id", transactional_id)
+                .with(
+                    "transaction.timeout.ms",
+                    &self.transaction_timeout_ms.to_string(),
+                )
+                .client_config(),
+        )?;
         if let Some(topics) = &self.topics {
             topics.ensure_offsets_topic().await?;
         }
@@ -161,7 +161,10 @@ impl TransactionalLog for KafkaTransactionalLog {
 #[async_trait]
 impl TransactionalProducer for KafkaTransactionalProducer {
     async fn begin(&mut self) -> Result<(), SinkError> {
-        self.producer.begin_transaction().map_err(|e| self.map(&e))
+        self.producer
+            .rdkafka()
+            .begin_transaction()
+            .map_err(|e| self.map(&e))
     }
 
     async fn send(&mut self, records: &[KafkaRecord]) -> Result<(), SinkError> {
@@ -169,7 +172,7 @@ impl TransactionalProducer for KafkaTransactionalProducer {
             topics.ensure(records).await?;
         }
         // fenced by the transactional id: a deposed owner's transaction is aborted
-        send_all(&self.producer, records, None).await
+        self.producer.send_all(records, None).await
     }
 
     async fn commit(&mut self) -> Result<(), SinkError> {
