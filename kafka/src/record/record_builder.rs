@@ -349,6 +349,8 @@ impl RecordBuilder {
         let commit_ms = tx.committed_at_micros / 1000;
         let mut em =
             Emitter::new(*ctx, gtid.clone(), self.options.max_record_bytes).resume(progress);
+        // a record per change at least, and the transaction's BEGIN and END
+        em.records.reserve(tx.changes.len() + 2);
         if let (Some(topic), Some(change), false) = (
             &self.options.transaction_topic,
             tx.changes.first(),

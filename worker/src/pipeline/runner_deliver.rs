@@ -45,6 +45,16 @@ pub(super) enum Payload {
     },
 }
 
+impl Payload {
+    /// Records already encoded (0 for an output still to be encoded).
+    fn encoded_len(&self) -> usize {
+        match self {
+            Payload::Encoded { encoded, .. } => encoded.records.len(),
+            Payload::Output(_) => 0,
+        }
+    }
+}
+
 impl PipelineRunner {
     /// Publishes the records of a batch (in order; gated by the snapshot while one runs, with
     /// a chunk at the point its position is processed) and waits for Kafka's acknowledgement
@@ -65,9 +75,10 @@ impl PipelineRunner {
             epoch: self.epoch,
             now_ms: now,
         };
-        let mut batch = Vec::new();
         let (mut rows, mut transactions, mut last_commit_micros) = (0u64, 0u64, None);
         let Batch { items, mut ready } = batch_in;
+        // sized once for what is already encoded (a batch holds up to megabytes of records)
+        let mut batch = Vec::with_capacity(items.iter().map(|(p, _)| p.encoded_len()).sum());
         if let (Some(chunk), Some(driver)) = (&ready, snapshot.as_deref()) {
             batch.extend(self.chunk_records(encoder.builder(), chunk, driver, &ctx)?);
         }
