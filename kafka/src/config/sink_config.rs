@@ -305,7 +305,7 @@ impl SinkConfig {
             ("message.timeout.ms", delivery_timeout_ms.to_string()),
             ("linger.ms", "5".to_string()),
             // the producer's queue is a byte budget too (librdkafka's default is 1 GiB); a
-            // full queue makes a publish wait for its oldest delivery
+            // full queue makes a publish wait for room (the next delivery report)
             (
                 "queue.buffering.max.kbytes",
                 PRODUCER_QUEUE_KBYTES.to_string(),
