@@ -27,7 +27,9 @@
 //!
 //! The source runs on a task of its own: it reads and decodes the binlog and, when no snapshot
 //! gates the stream, encodes the records too ([`RecordEncoder`]), so the next batch is built on
-//! the second core while this loop awaits the acknowledgements of the one before. What waits
+//! the second core while this loop awaits the acknowledgements of the one before. While a
+//! snapshot runs, this loop encodes after the gate, and a batch without a chunk still stays in
+//! flight while the next is gated, encoded and enqueued; a chunk's batch is awaited. What waits
 //! between the two is bounded by bytes ([`SOURCE_BUFFER_BYTES`]), a batch by
 //! [`MAX_BATCH_BYTES`](super::engine::stream_engine::MAX_BATCH_BYTES), and a transaction larger than [`SLICE_BYTES`] comes in slices whose
 //! records are published as they come, the checkpoint moving only past its last part

@@ -156,9 +156,10 @@ impl PipelineRunner {
             sink.publish_part(batch, point, within)
                 .await
                 .map(|()| Sent::Durable)
-        } else if snapshot.is_none() {
-            // no chunk's progress waits on this batch: it may stay in flight while the next
-            // is encoded and enqueued behind it
+        } else if ready.is_none() {
+            // no chunk's progress waits on this batch (a snapshot may run, but no chunk is in
+            // it): it may stay in flight while the next is gated, encoded and enqueued behind
+            // it; a batch with a chunk settles it first (the sink awaits in enqueue order)
             sink.send(batch, point).await
         } else {
             sink.publish(batch, point, kafka_progress)
