@@ -90,12 +90,21 @@ impl AckedProducer {
         self.producer.client().fatal_error().map(|(code, _)| code)
     }
 
-    /// Drops what librdkafka holds unsent (`inflight` too: requests not yet answered are
-    /// abandoned, though a broker may still append one already sent).
-    pub(crate) fn purge(&self, inflight: bool) {
+    /// Asks `fence` (when there is one); when it fails, drops what librdkafka holds unsent
+    /// (`inflight` too: requests not yet answered are abandoned, though a broker may still
+    /// append one already sent) and ends the publish [`SinkError::OwnershipLost`].
+    pub(crate) fn hold_fence(
+        &self,
+        fence: Option<&Fence>,
+        inflight: bool,
+    ) -> Result<(), SinkError> {
+        if fence.is_none_or(|holds| holds()) {
+            return Ok(());
+        }
         let config = PurgeConfig::default().queue();
         self.producer
             .purge(if inflight { config.inflight() } else { config });
+        Err(SinkError::OwnershipLost)
     }
 
     /// A failed delivery as a [`SinkError`], with librdkafka's verdict on the producer.
@@ -124,11 +133,8 @@ impl AckedProducer {
     ) -> Result<Acknowledgements, SinkError> {
         let acks = Arc::new(BatchAcks::default());
         for record in batch {
-            if fence.is_some_and(|holds| !holds()) {
-                // queued and not yet sent: never sent by a deposed owner
-                self.purge(false);
-                return Err(SinkError::OwnershipLost);
-            }
+            // queued and not yet sent: never sent by a deposed owner
+            self.hold_fence(fence, false)?;
             let mut br = base_record(record, &acks);
             loop {
                 acks.expect_one();
@@ -155,10 +161,6 @@ impl AckedProducer {
         let context = self.producer.context();
         context.want_room();
         let _ = tokio::time::timeout(ROOM_POLL, context.room()).await;
-        if fence.is_some_and(|holds| !holds()) {
-            self.purge(true);
-            return Err(SinkError::OwnershipLost);
-        }
-        Ok(())
+        self.hold_fence(fence, true)
     }
 }

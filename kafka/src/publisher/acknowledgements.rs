@@ -61,10 +61,7 @@ impl Acknowledgements {
                 biased;
                 () = self.batch.settled() => {}
                 () = tokio::time::sleep(FENCE_POLL) => {
-                    if !fence() {
-                        self.producer.purge(true);
-                        return Err(SinkError::OwnershipLost);
-                    }
+                    self.producer.hold_fence(Some(fence), true)?;
                 }
             }
         }

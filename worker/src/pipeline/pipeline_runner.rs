@@ -285,8 +285,9 @@ impl PipelineRunner {
         }
 
         // The source runs in its own task (`SourceTask`: its channel is cancel-safe, reading
-        // the binlog is not). Every decision of the loop is the engine's (pure, `StreamEngine`); the loop reads,
-        // publishes and writes what it is told, and reports back. The source's checkpoint
+        // the binlog is not). Every decision of the loop is the engine's (pure,
+        // `StreamEngine`); the loop reads, publishes and writes what it is told, and reports
+        // back. The source's checkpoint
         // (what a restart resumes from) and its processed position (what snapshot chunks go
         // by; ahead only while a MariaDB XA prepare is pending, ADR-0008) travel as one pair.
         let start = resume_point(source.position(), source.processed())?;
