@@ -27,7 +27,11 @@
 //!    `--chunk-size N`; and, as a pipeline reads them, on MariaDB each chunk after the first
 //!    read ahead (`ChunkPrefetch`, a second connection opened inside the timed loop) while
 //!    the one before is consumed (`--no-read-ahead`: each read when asked for; MySQL's lock
-//!    capture never reads ahead); `open` and `describe` are outside the timed loop.
+//!    capture never reads ahead); `open` and `describe` are outside the timed loop. With
+//!    `--parallel N` (default 1, as a pipeline's `snapshot.parallel_reads`) the chunks are
+//!    read in rounds of N at once, each on its own connection (`ParallelReads`: consecutive
+//!    key ranges from `KeyRanges`, one open read after them, taken in key order), as the
+//!    pipeline's driver reads them while its stream has no backlog.
 //!
 //! The rows/s figures are medians over the rounds. Every reader connects as the capstan account
 //! over TLS without peer verification, with the reader's session settings (`time_zone`,
@@ -46,7 +50,8 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use capstan_connectors::mysql::snapshot::{
-    ChunkPrefetch, KeyPart, PositionCapture, ReaderOptions, SnapshotReader, SnapshotTable,
+    ChunkPrefetch, KeyPart, KeyRanges, ParallelReads, PositionCapture, RangeRead, ReaderOptions,
+    SnapshotReader, SnapshotTable,
 };
 use capstan_connectors::mysql::{Password, SourceConfig, TlsConfig, TlsMode, ValidSourceConfig};
 use capstan_core::change::{TableId, Value};
@@ -84,13 +89,16 @@ struct Args {
     binlog_mb: u64,
     /// `--no-walk`: MariaDB, `BINLOG_GTID_POS` for every chunk (the method before the walk).
     walk_binlog: bool,
+    /// `--parallel N`: chunk reads at once, as a pipeline's `snapshot.parallel_reads` (1: one
+    /// at a time, with the read ahead).
+    parallel: usize,
 }
 
 fn usage() -> &'static str {
     "usage: snapshot_bench [--rows N (1000000)] [--chunk-size N|auto (auto)] [--keyset-page N (4096)] [--no-read-ahead] \
      [--server mysql|mariadb|both (both)] [--rounds N (3)] [--schema NAME (capstan_snapshot_bench)] \
      [--probe N (200)] [--as-found-secs S (60)] [--no-flush] [--capstan-only] \
-     [--binlog-mb N (0)] [--no-walk]"
+     [--binlog-mb N (0)] [--no-walk] [--parallel N (1)]"
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -108,6 +116,7 @@ fn parse_args() -> Result<Args, BoxError> {
         capstan_only: false,
         binlog_mb: 0,
         walk_binlog: true,
+        parallel: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -141,6 +150,7 @@ fn parse_args() -> Result<Args, BoxError> {
             "--no-read-ahead" => args.read_ahead = false,
             "--binlog-mb" => args.binlog_mb = value()?.parse()?,
             "--no-walk" => args.walk_binlog = false,
+            "--parallel" => args.parallel = value()?.parse()?,
             "-h" | "--help" => {
                 println!("{}", usage());
                 std::process::exit(0);
@@ -148,8 +158,15 @@ fn parse_args() -> Result<Args, BoxError> {
             other => return Err(format!("unknown argument {other}\n{}", usage()).into()),
         }
     }
-    if args.rows == 0 || args.chunk_size == Some(0) || args.keyset_page == 0 || args.rounds == 0 {
-        return Err("--rows, --chunk-size, --keyset-page and --rounds must be > 0".into());
+    if args.rows == 0
+        || args.chunk_size == Some(0)
+        || args.keyset_page == 0
+        || args.rounds == 0
+        || args.parallel == 0
+    {
+        return Err(
+            "--rows, --chunk-size, --keyset-page, --rounds and --parallel must be > 0".into(),
+        );
     }
     if args.schema.is_empty()
         || !args
@@ -505,6 +522,116 @@ async fn open_reader(
     Ok((reader, table))
 }
 
+/// Touches every value of `rows`.
+fn touch_rows(rows: &[capstan_core::change::Row]) -> u64 {
+    let mut check = 0u64;
+    for row in rows {
+        for v in row.values() {
+            check = check.wrapping_add(touch_value(v));
+        }
+    }
+    check
+}
+
+/// The capstan pass as a pipeline with `parallel_reads` > 1 reads: rounds of `parallel`
+/// reads at once, consecutive key ranges ([`KeyRanges`], learned from the chunks read) with
+/// one open read after them, taken in key order up to the first range cut short.
+async fn run_capstan_rounds(
+    s: &Server,
+    schema: &str,
+    chunk_size: Option<u32>,
+    parallel: usize,
+    walk_binlog: bool,
+    limit: Option<Duration>,
+) -> Result<CapstanPass, BoxError> {
+    let (mut reader, table) = open_reader(s, schema, walk_binlog).await?;
+    let config = source_config(s)?;
+    let identity = reader.server_identity().await?;
+    let mut pool = ParallelReads::with_options(reader_options(walk_binlog));
+    let mut ranges = KeyRanges::new();
+    let mut sizer = ChunkSizer::for_config(chunk_size);
+    let (mut largest, mut rows, mut check, mut chunks) = (0u32, 0u64, 0u64, 0u64);
+    let mut lock_held = Vec::new();
+    let mut chunk_times = Vec::new();
+    let mut after: Option<Vec<KeyPart>> = None;
+    let cpu = process_cpu();
+    let start = Instant::now();
+    let complete = 'pass: loop {
+        let asked = sizer.next_size();
+        largest = largest.max(asked);
+        let mut reads = Vec::with_capacity(parallel);
+        let mut lo = after.clone();
+        let last = match &after {
+            Some(_) => reader.last_key(&table).await?,
+            None => None,
+        };
+        if let (Some(a), Some(last)) = (&after, &last) {
+            for upto in ranges.bounds(a, asked, parallel, last) {
+                reads.push(RangeRead {
+                    table: table.clone(),
+                    after: lo.replace(upto.clone()),
+                    upto: Some(upto),
+                    rows: asked,
+                });
+            }
+        }
+        reads.push(RangeRead {
+            table: table.clone(),
+            after: lo,
+            upto: None,
+            rows: asked,
+        });
+        let t0 = Instant::now();
+        let outcomes = pool.read_all(&mut reader, &config, &identity, &reads).await;
+        chunk_times.push(t0.elapsed());
+        for (read, outcome) in reads.iter().zip(outcomes) {
+            let (chunk, elapsed) = outcome?;
+            sizer.observe(asked, chunk.rows.len(), chunk.bytes, elapsed);
+            chunks += 1;
+            lock_held.extend(chunk.lock_held);
+            if let (Some(first), Some(last)) = (chunk.rows.first(), chunk.rows.last()) {
+                ranges.observe(
+                    &table.key.key_of(first)?,
+                    &table.key.key_of(last)?,
+                    chunk.rows.len(),
+                );
+            }
+            check = check.wrapping_add(touch_rows(&chunk.rows));
+            rows += chunk.rows.len() as u64;
+            if chunk.last {
+                break 'pass true;
+            }
+            let whole = read.upto.is_none() || chunk.covers_to.is_some();
+            after = match chunk.covers_to {
+                Some(bound) => Some(bound),
+                None => match chunk.rows.last() {
+                    Some(last) => Some(table.key.key_of(last)?),
+                    None => after,
+                },
+            };
+            if !whole {
+                // the ranges after it are read again from its end
+                break;
+            }
+        }
+        if limit.is_some_and(|l| start.elapsed() >= l) {
+            break false;
+        }
+    };
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = process_cpu() - cpu;
+    std::hint::black_box(check);
+    Ok(CapstanPass {
+        measured: Measured { rows, secs, cpu },
+        chunks,
+        largest,
+        read_ahead: 0,
+        lock_held,
+        chunk_times,
+        complete,
+    })
+}
+
 async fn run_capstan(
     s: &Server,
     schema: &str,
@@ -512,7 +639,11 @@ async fn run_capstan(
     read_ahead: bool,
     walk_binlog: bool,
     limit: Option<Duration>,
+    parallel: usize,
 ) -> Result<CapstanPass, BoxError> {
+    if parallel > 1 {
+        return run_capstan_rounds(s, schema, chunk_size, parallel, walk_binlog, limit).await;
+    }
     let (mut reader, table) = open_reader(s, schema, walk_binlog).await?;
     let config = source_config(s)?;
     let identity = reader.server_identity().await?;
@@ -550,6 +681,7 @@ async fn run_capstan(
         if read_ahead && reader.reads_ahead() && !chunk.last {
             if let Some(last) = chunk.rows.last() {
                 let next = table.key.key_of(last)?;
+                ahead.seed(reader.translation_anchor());
                 ahead.start(&config, &identity, &table, next, sizer.next_size());
             }
         }
@@ -558,11 +690,7 @@ async fn run_capstan(
         if let Some(held) = chunk.lock_held {
             lock_held.push(held);
         }
-        for row in &chunk.rows {
-            for v in row.values() {
-                check = check.wrapping_add(touch_value(v));
-            }
-        }
+        check = check.wrapping_add(touch_rows(&chunk.rows));
         rows += chunk.rows.len() as u64;
         if chunk.last {
             break true;
@@ -839,6 +967,7 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
             args.read_ahead,
             args.walk_binlog,
             Some(Duration::from_secs_f64(args.as_found_secs)),
+            args.parallel,
         )
         .await?;
         println!(
@@ -891,6 +1020,7 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
                 args.read_ahead,
                 args.walk_binlog,
                 None,
+                args.parallel,
             )
             .await?;
             println!(
@@ -911,6 +1041,7 @@ async fn bench_server(args: &Args, s: &Server) -> Result<(), BoxError> {
             args.read_ahead,
             args.walk_binlog,
             None,
+            args.parallel,
         )
         .await?;
         for (line, m) in [

@@ -7,6 +7,7 @@ use capstan_core::change::Row;
 use capstan_core::position::{Flavor, Position};
 
 use super::gtid_walk::BinlogPoint;
+use super::key::KeyPart;
 
 /// One page of a table, in key order.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,7 +19,12 @@ pub struct Chunk {
     /// At most `chunk_size` rows after the cursor, in key order.
     pub rows: Vec<Row>,
     /// True if no row of the table follows the last one returned (also for an empty chunk).
+    /// Never for a range read with an upper bound.
     pub last: bool,
+    /// For a range read with an upper bound that returned every row up to it: that bound,
+    /// where the chunk's range ends (no row of the table lies between its last row and the
+    /// bound as of G). `None`: the range ends at the last row.
+    pub covers_to: Option<Vec<KeyPart>>,
     /// The bytes of the rows' values as the server sent them (every row read, the look-ahead
     /// row too): what sizes the next chunk, with the read time.
     pub bytes: u64,

@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use super::chunk::{Chunk, ReaderOptions};
 use super::error::SnapshotError;
 use super::key::KeyPart;
-use super::reader::SnapshotReader;
+use super::reader::{SnapshotReader, TranslationAnchor};
 use super::table::SnapshotTable;
 use crate::mysql::source_config::ValidSourceConfig;
 
@@ -89,6 +89,8 @@ pub struct ChunkPrefetch {
     options: ReaderOptions,
     idle: Option<SnapshotReader>,
     pending: Option<Pending>,
+    /// MariaDB: where the second connection's first position is walked from.
+    anchor: Option<TranslationAnchor>,
     backoff: PrefetchBackoff,
     /// Chunks read ahead and used.
     pub used: u64,
@@ -111,11 +113,20 @@ impl ChunkPrefetch {
             options,
             idle: None,
             pending: None,
+            anchor: None,
             backoff: PrefetchBackoff::default(),
             used: 0,
             stale: 0,
             wasted: 0,
         }
+    }
+
+    /// Seeds the second connection's position translation (MariaDB) with the main reader's
+    /// last point, `SnapshotReader::translation_anchor`: its first chunk is then walked from
+    /// there instead of asking `BINLOG_GTID_POS`, whose cost grows with the binlog file's
+    /// offset. A connection with a point of its own keeps it.
+    pub fn seed(&mut self, anchor: Option<TranslationAnchor>) {
+        self.anchor = anchor;
     }
 
     /// True while a chunk is being read ahead (or waits to be taken).
@@ -145,6 +156,7 @@ impl ChunkPrefetch {
         let identity = identity.to_string();
         let t = table.clone();
         let cursor = after.clone();
+        let anchor = self.anchor.clone();
         let task = tokio::spawn(async move {
             let mut reader = match reader {
                 Some(r) => r,
@@ -161,6 +173,7 @@ impl ChunkPrefetch {
                     }
                 }
             };
+            reader.seed_translation(anchor);
             let started = Instant::now();
             match reader.read_chunk(&t, Some(&cursor), asked).await {
                 Ok(chunk) => (Some(reader), Ok((chunk, started.elapsed()))),

@@ -35,7 +35,7 @@ mod binlog_point;
 mod chunk_read;
 mod collation;
 
-pub use binlog_point::TranslationStats;
+pub use binlog_point::{TranslationAnchor, TranslationStats};
 
 /// The snapshot reader. See the module documentation.
 #[derive(Debug)]

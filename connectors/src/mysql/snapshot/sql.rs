@@ -45,8 +45,9 @@ pub(crate) fn placeholder(kind: &KeyKind) -> String {
 }
 
 /// The chunk statement: every column in table order, rows after the cursor (when
-/// `with_after`) in key order, `LIMIT ?`.
-pub(crate) fn chunk_select(layout: &TableLayout, with_after: bool) -> String {
+/// `with_after`) and up to a bound (when `with_upto`: a single-column key ≤ `?`) in key
+/// order, `LIMIT ?`.
+pub(crate) fn chunk_select(layout: &TableLayout, with_after: bool, with_upto: bool) -> String {
     let cols: Vec<String> = layout
         .columns
         .iter()
@@ -74,13 +75,32 @@ pub(crate) fn chunk_select(layout: &TableLayout, with_after: bool) -> String {
             }
             ors.push(format!("({})", ands.join(" AND ")));
         }
-        sql.push_str(" WHERE ");
+        sql.push_str(" WHERE (");
         sql.push_str(&ors.join(" OR "));
+        sql.push(')');
+    }
+    if let (true, Some(first)) = (with_upto, key.first()) {
+        sql.push_str(if with_after { " AND " } else { " WHERE " });
+        sql.push_str(&format!(
+            "{} <= {}",
+            quote_ident(&first.name),
+            placeholder(&first.kind)
+        ));
     }
     sql.push_str(" ORDER BY ");
     sql.push_str(&order.join(", "));
     sql.push_str(" LIMIT ?");
     sql
+}
+
+/// The bound value of [`chunk_select`]'s upper bound: a single integer key part of the
+/// table's single integer key column. `None` otherwise.
+pub(crate) fn range_bound(layout: &TableLayout, upto: &[KeyPart]) -> Option<mysql_common::Value> {
+    match (upto, layout.table.key.columns.as_slice()) {
+        ([KeyPart::Int(v)], [c]) if c.kind == KeyKind::Int => Some(mysql_common::Value::Int(*v)),
+        ([KeyPart::UInt(v)], [c]) if c.kind == KeyKind::UInt => Some(mysql_common::Value::UInt(*v)),
+        _ => None,
+    }
 }
 
 /// The bound values of [`chunk_select`]'s cursor predicate, in placeholder order; `BINARY(n)`
@@ -203,6 +223,61 @@ mod tests {
     }
 
     #[test]
+    fn a_bounded_range_of_a_single_integer_key() {
+        let c = |name: &str, ct: &str| ColumnRow {
+            name: name.into(),
+            data_type: "bigint".into(),
+            column_type: ct.into(),
+            ..ColumnRow::default()
+        };
+        let idx = IndexRow {
+            index: "PRIMARY".into(),
+            seq: 1,
+            column: Some("id".into()),
+            sub_part: None,
+        };
+        let t = TableId::new("s", "t");
+        let signed = describe_from(
+            &t,
+            vec![c("id", "bigint"), c("v", "bigint")],
+            std::slice::from_ref(&idx),
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            chunk_select(&signed, true, true),
+            "SELECT `id`, `v` FROM `s`.`t` WHERE ((`id` > ?)) AND `id` <= ? ORDER BY `id` LIMIT ?"
+        );
+        assert_eq!(
+            chunk_select(&signed, false, true),
+            "SELECT `id`, `v` FROM `s`.`t` WHERE `id` <= ? ORDER BY `id` LIMIT ?"
+        );
+        assert_eq!(
+            range_bound(&signed, &[KeyPart::Int(-4)]),
+            Some(mysql_common::Value::Int(-4))
+        );
+        // the bound must have the key's own shape
+        assert_eq!(range_bound(&signed, &[KeyPart::UInt(4)]), None);
+        assert_eq!(
+            range_bound(&signed, &[KeyPart::Int(1), KeyPart::Int(2)]),
+            None
+        );
+        let unsigned = describe_from(
+            &t,
+            vec![c("id", "bigint unsigned"), c("v", "bigint")],
+            &[idx],
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            range_bound(&unsigned, &[KeyPart::UInt(u64::MAX)]),
+            Some(mysql_common::Value::UInt(u64::MAX))
+        );
+        // composite keys are not split
+        assert_eq!(range_bound(&layout(), &[KeyPart::Int(1)]), None);
+    }
+
+    #[test]
     fn identifiers_are_quoted() {
         assert_eq!(quote_ident("a`b"), "`a``b`");
         assert_eq!(quote_table(&TableId::new("s`", "t")), "`s```.`t`");
@@ -211,17 +286,17 @@ mod tests {
     #[test]
     fn chunk_statement_expands_the_composite_predicate() {
         let l = layout();
-        let first = chunk_select(&l, false);
+        let first = chunk_select(&l, false, false);
         assert_eq!(
             first,
             "SELECT `we``ird; DROP TABLE x; --`, `b`, `v` FROM `s```.`t` \
              ORDER BY `we``ird; DROP TABLE x; --`, `b`, `v` LIMIT ?"
         );
-        let next = chunk_select(&l, true);
+        let next = chunk_select(&l, true, false);
         let conv = "CONVERT(UNHEX(?) USING utf8mb4) COLLATE utf8mb4_0900_ai_ci";
         assert!(next.contains(&format!(
-            "WHERE (`we``ird; DROP TABLE x; --` > ?) OR (`we``ird; DROP TABLE x; --` = ? AND `b` > UNHEX(?)) \
-             OR (`we``ird; DROP TABLE x; --` = ? AND `b` = UNHEX(?) AND `v` > {conv})"
+            "WHERE ((`we``ird; DROP TABLE x; --` > ?) OR (`we``ird; DROP TABLE x; --` = ? AND `b` > UNHEX(?)) \
+             OR (`we``ird; DROP TABLE x; --` = ? AND `b` = UNHEX(?) AND `v` > {conv}))"
         )), "{next}");
         assert_eq!(next.matches('?').count(), 7);
         let params = chunk_params(

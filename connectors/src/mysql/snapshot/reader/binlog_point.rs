@@ -51,6 +51,12 @@ pub struct TranslationStats {
     pub last_fallback: Option<&'static str>,
 }
 
+/// A binlog point with its GTID position, as one reader translated it: another reader of
+/// the same server may walk from it instead of asking `BINLOG_GTID_POS`
+/// ([`SnapshotReader::seed_translation`]). Opaque.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TranslationAnchor(BinlogPoint, MariadbGtidPosition);
+
 /// The translation state of one reader (one connection, one server).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Translator {
@@ -131,6 +137,26 @@ impl SnapshotReader {
     /// How this reader's chunk positions were translated so far.
     pub fn translation_stats(&self) -> TranslationStats {
         self.translator.stats
+    }
+
+    /// The last point this reader translated (MariaDB's lock-free capture), to seed another
+    /// reader of the same server with.
+    pub fn translation_anchor(&self) -> Option<TranslationAnchor> {
+        self.translator
+            .anchor
+            .clone()
+            .map(|(point, g)| TranslationAnchor(point, g))
+    }
+
+    /// Starts this reader's translation from `anchor` — a point another reader of the same
+    /// server (the caller checked its identity) translated — unless it has one of its own:
+    /// its first chunk is then walked from there instead of asking `BINLOG_GTID_POS`, whose
+    /// cost grows with the offset into the binlog file. A point before the anchor falls back
+    /// to the server, as any walk that cannot reach its point.
+    pub fn seed_translation(&mut self, anchor: Option<TranslationAnchor>) {
+        if self.translator.anchor.is_none() {
+            self.translator.anchor = anchor.map(|TranslationAnchor(point, g)| (point, g));
+        }
     }
 
     /// G for the view's binlog `point`: `server` (`BINLOG_GTID_POS`, read with the point) when

@@ -12,9 +12,10 @@ use super::super::chunk::{Chunk, PositionCapture};
 use super::super::error::{server_code, SnapshotError};
 use super::super::executed_position_sql;
 use super::super::gtid_walk::BinlogPoint;
+use super::super::key::KeyKind;
 use super::super::key::KeyPart;
 use super::super::row_value::{convert, wire_type_fits};
-use super::super::sql::{chunk_params, chunk_select, quote_table};
+use super::super::sql::{chunk_params, chunk_select, quote_ident, quote_table, range_bound};
 use super::super::table::{SnapshotTable, TableLayout};
 use super::{chunk_err, parse_position, SnapshotReader};
 use crate::mysql::query_conn::QueryConn;
@@ -60,18 +61,36 @@ impl SnapshotReader {
         after: Option<&[KeyPart]>,
         chunk_size: u32,
     ) -> Result<Chunk, SnapshotError> {
+        self.read_range(table, after, None, chunk_size).await
+    }
+
+    /// As [`Self::read_chunk`], and with `upto` only rows with key ≤ `upto` (a key that needs
+    /// not exist; single-column integer keys only, [`KeyRanges`](super::super::KeyRanges)).
+    /// Such a chunk is never `last`; when it holds every row up to `upto` its
+    /// [`Chunk::covers_to`] is `upto`.
+    pub async fn read_range(
+        &mut self,
+        table: &SnapshotTable,
+        after: Option<&[KeyPart]>,
+        upto: Option<&[KeyPart]>,
+        chunk_size: u32,
+    ) -> Result<Chunk, SnapshotError> {
         let layout = self.layout(table).await?;
+        let shape = || SnapshotError::CursorShapeMismatch {
+            table: table.id.clone(),
+        };
         let mut params = match after {
             None => Vec::new(),
-            Some(after) => {
-                chunk_params(&layout, after).ok_or_else(|| SnapshotError::CursorShapeMismatch {
-                    table: table.id.clone(),
-                })?
-            }
+            Some(after) => chunk_params(&layout, after).ok_or_else(shape)?,
         };
+        let bound = match upto {
+            None => None,
+            Some(upto) => Some(range_bound(&layout, upto).ok_or_else(shape)?),
+        };
+        params.extend(bound);
         let limit = u64::from(chunk_size.max(1)) + 1;
         params.push(mysql_common::Value::UInt(limit));
-        let sql = chunk_select(&layout, after.is_some());
+        let sql = chunk_select(&layout, after.is_some(), upto.is_some());
         let capacity = usize::try_from(limit)
             .unwrap_or(usize::MAX)
             .min(CAPACITY_CAP);
@@ -108,7 +127,11 @@ impl SnapshotReader {
                 (position, None, Some(point))
             }
         };
-        let last = rows.len() < usize::try_from(limit).unwrap_or(usize::MAX);
+        let whole = rows.len() < usize::try_from(limit).unwrap_or(usize::MAX);
+        let (last, covers_to) = match upto {
+            None => (whole, None),
+            Some(upto) => (false, whole.then(|| upto.to_vec())),
+        };
         rows.truncate(usize::try_from(chunk_size.max(1)).unwrap_or(usize::MAX));
         // column controls apply here, so an excluded or masked value never leaves
         if let (_, Some(plan)) = self.view(&layout.table)? {
@@ -118,10 +141,47 @@ impl SnapshotReader {
             position,
             rows,
             last,
+            covers_to,
             bytes,
             lock_held,
             binlog_point,
         })
+    }
+
+    /// The table's greatest key now (`None`: no rows), for a key of one integer column
+    /// ([`KeyRanges`](super::super::KeyRanges)); `CursorShapeMismatch` for another key. Read
+    /// outside any chunk's transaction: a hint for where ranges end, never a position.
+    pub async fn last_key(
+        &mut self,
+        table: &SnapshotTable,
+    ) -> Result<Option<Vec<KeyPart>>, SnapshotError> {
+        let shape = || SnapshotError::CursorShapeMismatch {
+            table: table.id.clone(),
+        };
+        let [column] = table.key.columns.as_slice() else {
+            return Err(shape());
+        };
+        let key = quote_ident(&column.name);
+        let sql = format!(
+            "SELECT {key} FROM {} ORDER BY {key} DESC LIMIT 1",
+            quote_table(&table.id)
+        );
+        let row: Option<mysql_common::Row> = self
+            .conn
+            .exec_first(sql, ())
+            .await
+            .map_err(|e| chunk_err(&table.id, "last key", &e))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        match (row.unwrap_raw().into_iter().next().flatten(), &column.kind) {
+            (Some(mysql_common::Value::Int(v)), KeyKind::Int) => Ok(Some(vec![KeyPart::Int(v)])),
+            (Some(mysql_common::Value::UInt(v)), KeyKind::UInt) => Ok(Some(vec![KeyPart::UInt(v)])),
+            (Some(mysql_common::Value::Int(v)), KeyKind::UInt) if v >= 0 => {
+                Ok(Some(vec![KeyPart::UInt(v.unsigned_abs())]))
+            }
+            _ => Err(shape()),
+        }
     }
 
     /// MySQL (ADR-0006): opens the chunk's transaction and returns G, the lock hold time and,
