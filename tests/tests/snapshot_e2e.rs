@@ -26,15 +26,27 @@ const BIG_ROWS: u64 = 200_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mysql_snapshot_under_eight_writers_equals_the_table() {
-    concurrent_writers("mysql").await;
+    concurrent_writers("mysql", 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mariadb_snapshot_under_eight_writers_equals_the_table() {
-    concurrent_writers("mariadb").await;
+    concurrent_writers("mariadb", 1).await;
 }
 
-async fn concurrent_writers(flavor: &'static str) {
+/// The same with chunks read in parallel rounds (`parallel_reads: 4`, key ranges of the
+/// table): the same guarantees, and chunks read beside others really published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_snapshot_read_in_parallel_under_eight_writers_equals_the_table() {
+    concurrent_writers("mysql", 4).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_snapshot_read_in_parallel_under_eight_writers_equals_the_table() {
+    concurrent_writers("mariadb", 4).await;
+}
+
+async fn concurrent_writers(flavor: &'static str, parallel_reads: u64) {
     let Some(db) = flavor_db(flavor) else { return };
     let started = Instant::now();
     let mut admin = db.admin_conn().await;
@@ -54,7 +66,7 @@ async fn concurrent_writers(flavor: &'static str) {
     let def = world.definition(
         "big",
         &[format!("{schema}.big")],
-        json!({"mode": "initial", "chunk_size": chunk_size}),
+        json!({"mode": "initial", "chunk_size": chunk_size, "parallel_reads": parallel_reads}),
         "at_least_once",
         "sw",
     );
@@ -140,22 +152,29 @@ async fn concurrent_writers(flavor: &'static str) {
         table_status(&done, &format!("{schema}.big"))["rows_done"],
         reads
     );
-    // chunked: one position header per chunk, none larger than chunk_size, all full but the last
+    // chunked: one position header per chunk, none larger than chunk_size; read one at a
+    // time all are full but the last, read in parallel a key range may hold fewer
     let chunks = chunks(&replayed.read_recs);
-    assert_eq!(
-        chunks.len() as u64,
-        reads.div_ceil(chunk_size),
-        "{chunks:?}"
-    );
+    if parallel_reads == 1 {
+        assert_eq!(
+            chunks.len() as u64,
+            reads.div_ceil(chunk_size),
+            "{chunks:?}"
+        );
+    } else {
+        assert!(
+            read_ahead[0] > 0,
+            "no chunk read in parallel was published: {read_ahead:?}"
+        );
+    }
+    let mut done = 0u64;
     for (i, (p, n)) in chunks.iter().enumerate() {
-        if i + 1 < chunks.len() {
+        assert!(*n as u64 <= chunk_size, "chunk {p}");
+        if i + 1 < chunks.len() && parallel_reads == 1 {
             assert_eq!(*n as u64, chunk_size, "chunk {p}");
         }
-        assert_eq!(
-            p,
-            &format!("snapshot:{schema}.big/{}", i as u64 * chunk_size),
-            "chunk ids"
-        );
+        assert_eq!(p, &format!("snapshot:{schema}.big/{done}"), "chunk ids");
+        done += *n as u64;
     }
     // suppression really happened, and streamed changes were interleaved with the snapshot
     assert!(suppressed > 0.0, "no streamed change was suppressed");
@@ -196,8 +215,9 @@ async fn concurrent_writers(flavor: &'static str) {
         Some(json!({"snapshot_complete": {"db": schema, "table": "big", "rows": reads}}))
     );
     eprintln!(
-        "{flavor}: {BIG_ROWS}-row snapshot in {snap_time:?} ({} chunks; read ahead: used, \
-         stale, wasted {read_ahead:?}) under 8 writers ({statements} statements, {} errors), \
+        "{flavor}: {BIG_ROWS}-row snapshot in {snap_time:?} ({} chunks, parallel_reads \
+         {parallel_reads}; read ahead or in parallel: used, stale, wasted {read_ahead:?}) \
+         under 8 writers ({statements} statements, {} errors), \
          {suppressed} suppressed, {} change records, total {:?}",
         chunks.len(),
         stats.errors.load(Ordering::Relaxed),

@@ -4,6 +4,13 @@
 //! upserts/deletes by key. After everything drains, the consumer must equal the source table;
 //! without crashes no row is published twice by the snapshot.
 //!
+//! Chunks are read in rounds, as the driver reads them in parallel: up to three consecutive
+//! key ranges of the table (all but the last bounded above, the last open), each read at its
+//! own G with writes landing between the reads in any order, offered in key order; a bounded
+//! range holding more than a chunk ends the round there. At most one chunk is published per
+//! streamed transaction (the runner publishes one per batch); a chunk that cannot wait is
+//! dropped and read again.
+//!
 //! Two-phase XA is modelled as the source handles it with `xa: track` (ADR-0008): a prepare
 //! inserts a reserved key, is in G once written (the server's executed set has its GTID) but
 //! not in any read view until it commits, and is pooled by the stream (handed out with its
@@ -71,7 +78,9 @@ enum Write {
 enum Step {
     Write(Write, u8, u32),
     Stream(u8, Option<u8>),
-    ReadChunk(u8),
+    /// A round of reads: ranges, range width, view extras, the reads' time order, and the
+    /// writes landing between them.
+    ReadRound(u8, u8, u8, u8, [Option<(Write, u8, u32)>; 2]),
     Flush,
     Crash,
 }
@@ -87,9 +96,19 @@ fn step() -> impl Strategy<Value = Step> {
         Just(Write::Resolve),
     ];
     prop_oneof![
-        4 => (write, any::<u8>(), any::<u32>()).prop_map(|(w, p, v)| Step::Write(w, p, v)),
+        4 => (write.clone(), any::<u8>(), any::<u32>()).prop_map(|(w, p, v)| Step::Write(w, p, v)),
         3 => (1u8..4, proptest::option::weighted(0.15, 0u8..2)).prop_map(|(n, c)| Step::Stream(n, c)),
-        2 => (0u8..3).prop_map(Step::ReadChunk),
+        2 => (
+            1u8..4,
+            1u8..6,
+            0u8..3,
+            any::<u8>(),
+            [
+                proptest::option::weighted(0.3, (write.clone(), any::<u8>(), any::<u32>())),
+                proptest::option::weighted(0.3, (write.clone(), any::<u8>(), any::<u32>())),
+            ],
+        )
+            .prop_map(|(k, w, x, o, b)| Step::ReadRound(k, w, x, o, b)),
         1 => Just(Step::Flush),
         1 => Just(Step::Crash),
     ]
@@ -128,8 +147,11 @@ struct Durable {
     complete: bool,
 }
 
+/// A chunk's rows and where its range ends (its last row, or the bound of a range read whole).
+type Rows = (Vec<(u64, u64)>, Option<u64>);
+
 struct Node {
-    session: SnapshotSession<Vec<(u64, u64)>>,
+    session: SnapshotSession<Rows>,
     /// The cursor as a number, beside the gate's encoded one (the model reads by it).
     cursor: Option<u64>,
     /// Binlog entries read so far.
@@ -280,8 +302,10 @@ impl World {
             self.node.held.insert(i);
             return true;
         }
-        // a transaction outside a waiting chunk's G releases the chunk first
-        if let Some(chunk) = self.node.session.take_before(&gtid(i)) {
+        // a transaction outside a waiting chunk's G releases the chunk first (one per batch)
+        let released = self.node.session.take_before(&gtid(i), true);
+        let before = released.is_some();
+        if let Some(chunk) = released {
             if self.publish(chunk, crash) {
                 return true;
             }
@@ -324,21 +348,32 @@ impl World {
             self.node.held.remove(&prepare);
             self.node.handed.insert(prepare);
         }
-        self.publish_ready(crash);
+        // the batch may carry one chunk: the first whose position this transaction completed
+        if !before {
+            if let Some(chunk) = self.node.session.take_ready(&pos_of(&self.node.handed)) {
+                self.publish(chunk, crash);
+            }
+        }
         true
     }
 
-    /// Publishes the waiting chunk if its position is processed.
-    fn publish_ready(&mut self, crash: Option<u8>) {
-        if let Some(chunk) = self.node.session.take_ready(&pos_of(&self.node.handed)) {
-            self.publish(chunk, crash);
+    /// Publishes every waiting chunk whose position is processed, one after the other (the
+    /// runner's loop while the stream is idle). True if any was.
+    fn publish_ready(&mut self, crash: Option<u8>) -> bool {
+        let mut any = false;
+        while let Some(chunk) = self.node.session.take_ready(&pos_of(&self.node.handed)) {
+            any = true;
+            if self.publish(chunk, crash) {
+                break;
+            }
         }
+        any
     }
 
     /// Publishes a chunk: `delivered_pk` made durable first, the rows published, then
     /// `pk_cursor` made durable. True if it crashed on the way.
-    fn publish(&mut self, chunk: ReadyChunk<Vec<(u64, u64)>>, crash: Option<u8>) -> bool {
-        let end = chunk.payload.last().map(|r| r.0);
+    fn publish(&mut self, chunk: ReadyChunk<Rows>, crash: Option<u8>) -> bool {
+        let end = chunk.payload.1;
         self.durable.started = true;
         if end.is_some() {
             self.durable.delivered = end.max(self.durable.delivered);
@@ -347,7 +382,7 @@ impl World {
             self.crash();
             return true;
         }
-        for &(k, v) in &chunk.payload {
+        for &(k, v) in &chunk.payload.0 {
             self.published.push(Published::Upsert(k, v));
             self.snapshot_rows.push(k);
         }
@@ -371,28 +406,93 @@ impl World {
         self.durable.handed = self.node.handed.clone();
     }
 
-    /// Reads the next chunk at G = everything committed, through a view that may also see the
-    /// next `extras` transactions.
-    fn read_chunk(&mut self, extras: usize) {
+    /// Reads a round of `k` chunks: consecutive key ranges from the cursor, `width` keys each
+    /// but the last (open), each at G = everything committed when it is read, through a view
+    /// that may also see the next `extras` transactions. The reads happen in an order picked by
+    /// `order`, with `between` written after the first and the second; they are offered in key
+    /// order, up to the first bounded range that held more than a chunk.
+    fn read_round(
+        &mut self,
+        k: usize,
+        width: u64,
+        extras: usize,
+        order: u8,
+        between: &[Option<(Write, u8, u32)>],
+    ) {
         if self.node.session.next_table().is_none() {
             return;
         }
-        let g = self.binlog.len();
-        let view = &self.states[(g + extras).min(self.binlog.len())];
         let after = self.node.cursor;
-        let mut rows: Vec<(u64, u64)> = view
-            .iter()
-            .filter(|(k, _)| after.is_none_or(|c| **k > c))
-            .take(CHUNK + 1)
-            .map(|(k, v)| (*k, *v))
+        let start = after.map_or(0, |c| c.saturating_add(1));
+        // ranges stay below the key space's end
+        let k = if start.checked_add(k as u64 * width).is_some() {
+            k
+        } else {
+            1
+        };
+        // range i: (lo_i, hi_i], the last one open
+        let bounds: Vec<(Option<u64>, Option<u64>)> = (0..k)
+            .map(|i| {
+                let i = i as u64;
+                let lo = if i == 0 {
+                    after
+                } else {
+                    Some(start.saturating_add(i * width) - 1)
+                };
+                let hi = (i + 1 < k as u64).then(|| start.saturating_add((i + 1) * width) - 1);
+                (lo, hi)
+            })
             .collect();
-        let last = rows.len() <= CHUNK;
-        rows.truncate(CHUNK);
-        let end = rows.last().map(|r| key(r.0));
-        self.node
-            .session
-            .chunk_read(self.table.clone(), pos(g), end, last, rows)
-            .expect("the model offers chunks correctly");
+        let mut time: Vec<usize> = (0..k).collect();
+        time.rotate_left(usize::from(order) % k);
+        if order & 0x80 != 0 {
+            time.reverse();
+        }
+        let mut read: Vec<Option<(Position, Rows, bool, bool)>> = (0..k).map(|_| None).collect();
+        for (n, &i) in time.iter().enumerate() {
+            if n > 0 {
+                if let Some(Some((w, p, v))) = between.get(n - 1) {
+                    self.write(*w, *p, *v);
+                }
+            }
+            let g = self.binlog.len();
+            let view = &self.states[(g + extras).min(self.binlog.len())];
+            let (lo, hi) = bounds[i];
+            let mut rows: Vec<(u64, u64)> = view
+                .iter()
+                .filter(|(key, _)| lo.is_none_or(|c| **key > c) && hi.is_none_or(|h| **key <= h))
+                .take(CHUNK + 1)
+                .map(|(key, v)| (*key, *v))
+                .collect();
+            let more = rows.len() > CHUNK;
+            rows.truncate(CHUNK);
+            let (end, last, cut) = match hi {
+                Some(h) if !more => (Some(h), false, false),
+                Some(_) => (rows.last().map(|r| r.0), false, true),
+                None => (rows.last().map(|r| r.0), !more, false),
+            };
+            read[i] = Some((pos(g), (rows, end), last, cut));
+        }
+        for (i, chunk) in read.into_iter().enumerate() {
+            let Some((g, rows, last, cut)) = chunk else {
+                break;
+            };
+            let end = rows.1.map(key);
+            self.node
+                .session
+                .chunk_read(
+                    self.table.clone(),
+                    bounds[i].0.map(key).as_ref(),
+                    g,
+                    end,
+                    last,
+                    rows,
+                )
+                .expect("the model offers chunks correctly");
+            if cut || last {
+                break;
+            }
+        }
         // an idle stream may already cover G
         self.publish_ready(None);
     }
@@ -409,7 +509,9 @@ impl World {
         }
         for _ in 0..10_000 {
             if self.node.session.next_table().is_some() {
-                self.read_chunk(0);
+                self.read_round(2, 3, 0, 0, &[]);
+            } else if self.publish_ready(None) {
+                continue;
             } else if !self.stream_one(None) {
                 if self.node.session.is_complete() {
                     return;
@@ -446,7 +548,13 @@ fn run(initial: &[u64], steps: &[Step]) -> World {
                     w.stream_one(crash);
                 }
             }
-            Step::ReadChunk(extras) => w.read_chunk(usize::from(extras)),
+            Step::ReadRound(k, width, extras, order, between) => w.read_round(
+                usize::from(k),
+                u64::from(width),
+                usize::from(extras),
+                order,
+                &between,
+            ),
             Step::Flush => w.flush(),
             Step::Crash => w.crash(),
         }
@@ -480,9 +588,9 @@ proptest! {
 #[test]
 fn suppression_happens_and_is_needed() {
     let steps = [
-        Step::ReadChunk(0),               // chunk 1: keys 1, 2, 3 at G = 0
-        Step::Write(Write::Update, 3, 7), // key 5 (not yet read): suppressed
-        Step::Write(Write::Update, 0, 8), // key 1 (read): forwarded
+        Step::ReadRound(1, 1, 0, 0, [None, None]), // chunk 1: keys 1, 2, 3 at G = 0
+        Step::Write(Write::Update, 3, 7),          // key 5 (not yet read): suppressed
+        Step::Write(Write::Update, 0, 8),          // key 1 (read): forwarded
         Step::Stream(2, None),
     ];
     let w = run(&[1, 2, 3, 5], &steps);
@@ -497,9 +605,9 @@ fn suppression_happens_and_is_needed() {
 fn crash_window_delete_is_swept() {
     let steps = [
         Step::Write(Write::OtherTable, 0, 0),
-        Step::ReadChunk(0),               // chunk at G = 1: keys 1, 2, 3
-        Step::Stream(1, Some(1)),         // published, crash before pk_cursor is durable
-        Step::Write(Write::Delete, 1, 0), // delete key 2, already on the topic
+        Step::ReadRound(1, 1, 0, 0, [None, None]), // chunk at G = 1: keys 1, 2, 3
+        Step::Stream(1, Some(1)),                  // published, crash before pk_cursor is durable
+        Step::Write(Write::Delete, 1, 0),          // delete key 2, already on the topic
     ];
     let w = run(&[1, 2, 3, 4], &steps);
     assert!(w.crashed);
@@ -515,7 +623,7 @@ fn crash_window_delete_is_swept() {
 fn a_chunk_behind_a_pending_prepare_goes_before_the_next_transaction() {
     let steps = [
         Step::Write(Write::Prepare, 0, 7), // reserves a key beyond 1, 2
-        Step::ReadChunk(0),                // keys 1, 2, the last chunk: G has the prepare
+        Step::ReadRound(1, 1, 0, 0, [None, None]), // keys 1, 2, the last chunk: G has the prepare
         Step::Write(Write::Resolve, 0, 0), // XA COMMIT: the row appears, outside G
         Step::Stream(2, None),
     ];

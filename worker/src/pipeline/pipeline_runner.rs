@@ -297,18 +297,22 @@ impl PipelineRunner {
         let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
         loop {
             let backlog = !rx.is_empty();
-            let due = snapshot.as_ref().and_then(|d| d.chunk_due_in(backlog));
+            let due = snapshot
+                .as_ref()
+                .and_then(|d| d.chunk_due_in(backlog, engine.point().processed()));
             let wait = match engine.next(backlog, encoder.inside_transaction(), due) {
                 // read while the stream waits in the channel, so the processed position is
                 // at or before the chunk's position G (chunks go by the processed position,
                 // not the checkpoint: see `StreamEngine::next`)
                 Next::ReadChunk { processed, backlog } => {
                     if let Some(driver) = snapshot.as_mut() {
-                        let ready = driver
+                        // every chunk read that may go now goes, one batch each, before the
+                        // stream is read again (a transaction would drop those it passes)
+                        let mut ready = driver
                             .read_chunk(&processed, backlog)
                             .await
                             .map_err(RunnerExit::failed)?;
-                        if ready.is_some() {
+                        while ready.is_some() {
                             let batch = Batch {
                                 items: Vec::new(),
                                 ready,
@@ -316,6 +320,7 @@ impl PipelineRunner {
                             let point = engine.point().clone();
                             self.deliver(&mut encoder, &mut sink, batch, &point, Some(driver))
                                 .await?;
+                            ready = driver.take_ready(&processed);
                         }
                     }
                     Duration::ZERO

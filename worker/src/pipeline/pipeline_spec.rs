@@ -399,6 +399,16 @@ mod tests {
             ),
             (
                 "/snapshot",
+                json!({"mode": "initial", "parallel_reads": 0}),
+                "snapshot.parallel_reads",
+            ),
+            (
+                "/snapshot",
+                json!({"mode": "initial", "parallel_reads": 17}),
+                "snapshot.parallel_reads",
+            ),
+            (
+                "/snapshot",
                 json!({"mode": "initial", "chunk": 5}),
                 "snapshot.chunk",
             ),
@@ -437,15 +447,19 @@ mod tests {
                 TableId::new("shop", "orders")
             ])
         );
-        // no chunk_size: adaptive
+        // no chunk_size: adaptive; one read at a time unless asked
         assert_eq!((snap.chunk_size, snap.mode), (None, SnapshotMode::Initial));
+        assert_eq!(snap.parallel_reads, 1);
         // every table captured: resolved at the first start
         let mut v = good();
         v["tables"] = json!({});
-        v["snapshot"] = json!({"mode": "when_needed", "chunk_size": 10});
+        v["snapshot"] = json!({"mode": "when_needed", "chunk_size": 10, "parallel_reads": 6});
         let spec = PipelineSpec::from_json(v).unwrap().validate().unwrap();
         let snap = spec.snapshot.unwrap();
-        assert_eq!((snap.tables, snap.chunk_size), (None, Some(10)));
+        assert_eq!(
+            (snap.tables, snap.chunk_size, snap.parallel_reads),
+            (None, Some(10), 6)
+        );
         let spec = PipelineSpec::from_json(good()).unwrap().validate().unwrap();
         assert!(spec.snapshot.is_none());
     }

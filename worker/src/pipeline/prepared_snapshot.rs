@@ -27,6 +27,8 @@ pub struct PreparedSnapshot {
     pub chunk_size: Option<u32>,
     /// Rows per second ceiling.
     pub max_rows_per_second: Option<u32>,
+    /// Chunk reads at once.
+    pub parallel_reads: u32,
 }
 
 impl PreparedSnapshot {

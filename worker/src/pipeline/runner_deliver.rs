@@ -102,8 +102,12 @@ impl PipelineRunner {
                         code: e.code().to_string(),
                         detail: Some(e.to_string()),
                     })?;
-                    // a transaction outside the waiting chunk's G: the chunk goes first
-                    let before = snapshot.as_deref_mut().and_then(|d| d.take_before(&output));
+                    // a transaction outside a waiting chunk's G: the chunk goes first (one
+                    // per batch; one that cannot is dropped and read again)
+                    let release = ready.is_none();
+                    let before = snapshot
+                        .as_deref_mut()
+                        .and_then(|d| d.take_before(&output, release));
                     if let (Some(chunk), Some(driver)) = (before, snapshot.as_deref()) {
                         batch.extend(self.chunk_records(
                             encoder.builder(),
@@ -128,8 +132,11 @@ impl PipelineRunner {
             last_commit_micros = encoded.committed_at_micros.or(last_commit_micros);
             batch.extend(encoded.records);
             within = inside;
-            // the chunk whose position this transaction completed
-            let due = snapshot.as_deref_mut().and_then(|d| d.take_ready(&after));
+            // the chunk whose position this transaction completed (the batch carries one)
+            let due = match snapshot.as_deref_mut() {
+                Some(d) if ready.is_none() => d.take_ready(&after),
+                _ => None,
+            };
             if let (Some(chunk), Some(driver)) = (due, snapshot.as_deref()) {
                 batch.extend(self.chunk_records(encoder.builder(), &chunk, driver, &ctx)?);
                 ready = Some(chunk);

@@ -202,6 +202,7 @@ impl PipelineRunner {
             status,
             chunk_size: snap.chunk_size,
             max_rows_per_second: snap.max_rows_per_second,
+            parallel_reads: snap.parallel_reads,
         }))
     }
 

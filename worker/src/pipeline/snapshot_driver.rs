@@ -5,28 +5,29 @@
 //! published, are the [`SnapshotSession`]/[`CursorGate`](capstan_core::snapshot::CursorGate)
 //! of the core crate's; when a chunk is read, read ahead or read again, the [`ChunkPacer`]'s.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use capstan_connectors::mysql::snapshot::{
-    BinlogPoint, Chunk, ChunkPrefetch, KeyPart, SnapshotReader, SnapshotTable,
+    BinlogPoint, Chunk, ChunkPrefetch, KeyPart, KeyRanges, ParallelReads, SnapshotReader,
+    SnapshotTable,
 };
 use capstan_connectors::mysql::{AssemblerOutput, ValidSourceConfig};
-use capstan_core::change::{Change, Op, Row, SchemaChange, TableId, Transaction};
+use capstan_core::change::{Row, TableId};
 use capstan_core::position::Position;
 use capstan_core::snapshot::{
-    ChunkSizer, ReadyChunk, RowKeys, SessionError, SnapshotKey, SnapshotSession, TableStatus,
+    ChunkSizer, ReadyChunk, SessionError, SnapshotKey, SnapshotSession, TableStatus,
 };
 use capstan_kafka::exactly_once::SnapshotProgress;
 use capstan_raft_store::SnapshotTableStatus;
 
 use super::engine::chunk_pacer::{AfterFailure, ChunkPacer};
 pub use super::prepared_snapshot::PreparedSnapshot;
-use super::snapshot_plan::ad_hoc_verdict;
-use super::table_run::{
-    encode, encode_cached, fetch_weights, kafka_table, key_bytes, Halt, ProgressWrite, TableRun,
-};
-use super::weight_cache::{Column, WeightCache};
+use super::table_run::{encode, kafka_table, key_bytes, Halt, ProgressWrite, TableRun};
+use super::weight_cache::WeightCache;
+
+mod gating;
+mod parallel_round;
 
 /// The rows of a chunk read and not yet published.
 #[derive(Debug)]
@@ -38,6 +39,8 @@ pub struct ChunkRows {
     /// The binlog point of the chunk's position, when the reader has one (the records'
     /// `source.file` and `pos`).
     pub point: Option<BinlogPoint>,
+    /// Read beside another chunk of its round, not first ([`SnapshotDriver::read_round`]).
+    pub beside: bool,
 }
 
 /// See the module documentation.
@@ -56,6 +59,18 @@ pub struct SnapshotDriver {
     prefetch: ChunkPrefetch,
     /// When the next chunk is due, whether one is read ahead, what a failed read leads to.
     pacer: ChunkPacer,
+    /// Chunk reads at once (1: one at a time).
+    parallel_reads: usize,
+    /// The extra connections of parallel reads.
+    parallel: ParallelReads,
+    /// Per table keyed by one integer column: the key ranges its next chunks are read in.
+    ranges: HashMap<TableId, KeyRanges>,
+    /// Rounds of parallel reads so far, and their chunks not offered because one before them
+    /// in the same table was cut short.
+    pub rounds: u64,
+    round_wasted: u64,
+    /// Chunks read beside another of their round and published.
+    round_used: u64,
     /// The collation weights of string key values, under a byte budget.
     weights: WeightCache,
     kafka_chunks: u64,
@@ -77,6 +92,7 @@ impl SnapshotDriver {
             status,
             chunk_size,
             max_rows_per_second,
+            parallel_reads,
         } = prepared;
         let mut gate = capstan_core::snapshot::CursorGate::new();
         let mut weights = WeightCache::default();
@@ -122,6 +138,12 @@ impl SnapshotDriver {
             sizers: HashMap::new(),
             prefetch: ChunkPrefetch::new(),
             pacer: ChunkPacer::new(max_rows_per_second, Instant::now()),
+            parallel_reads: usize::try_from(parallel_reads).unwrap_or(1).max(1),
+            parallel: ParallelReads::default(),
+            ranges: HashMap::new(),
+            rounds: 0,
+            round_wasted: 0,
+            round_used: 0,
             weights,
             kafka_chunks: 0,
             suppressed: 0,
@@ -158,12 +180,7 @@ impl SnapshotDriver {
     /// else read now, retried on a fresh connection (identity checked again) after a
     /// transient failure. Its size and read time go to the table's sizer.
     async fn read_with_retry(&mut self, id: &TableId, processed: &Position) -> Result<Chunk, Halt> {
-        let (chunk_size, ceiling) = (self.chunk_size, self.pacer.throttle());
-        let sizer = *self
-            .sizers
-            .entry(id.clone())
-            .or_insert_with(|| ChunkSizer::for_config(chunk_size).with_ceiling(ceiling));
-        let asked = sizer.next_size();
+        let asked = self.next_size(id);
         let after = self
             .tables
             .get(id)
@@ -217,6 +234,15 @@ impl SnapshotDriver {
         }
     }
 
+    /// The table's next chunk size.
+    fn next_size(&mut self, id: &TableId) -> u32 {
+        let (chunk_size, ceiling) = (self.chunk_size, self.pacer.throttle());
+        self.sizers
+            .entry(id.clone())
+            .or_insert_with(|| ChunkSizer::for_config(chunk_size).with_ceiling(ceiling))
+            .next_size()
+    }
+
     /// Reports a chunk's size and read time to its table's sizer.
     fn observe(&mut self, id: &TableId, asked: u32, chunk: &Chunk, elapsed: Duration, ahead: bool) {
         if let Some(sizer) = self.sizers.get_mut(id) {
@@ -234,223 +260,151 @@ impl SnapshotDriver {
         }
     }
 
-    /// Chunks read ahead so far: used, stale, wasted.
+    /// Chunks read ahead (or in parallel) so far: used; stale (dropped because the stream
+    /// passed their position before they could be published); wasted (a different chunk was
+    /// wanted, the read failed, one before it was cut short).
     pub fn read_ahead_counts(&self) -> [u64; 3] {
         [
-            self.prefetch.used,
-            self.prefetch.stale,
-            self.prefetch.wasted,
+            self.prefetch.used + self.round_used,
+            self.prefetch.stale + self.session.dropped(),
+            self.prefetch.wasted + self.round_wasted,
         ]
     }
 
-    /// How long until the next chunk should be read: `Some(ZERO)` now, `None` when no chunk
-    /// is wanted (one waits for its position, or the snapshot is complete).
-    pub fn chunk_due_in(&self, backlog: bool) -> Option<Duration> {
+    /// How long until [`Self::read_chunk`] should be called: `Some(ZERO)` now (a chunk read
+    /// is waiting and `processed` covers its position, or the next chunks are due), `None`
+    /// when no chunk is wanted (those read wait for their positions, or the snapshot is
+    /// complete).
+    pub fn chunk_due_in(&self, backlog: bool, processed: &Position) -> Option<Duration> {
+        if self.session.has_pending() {
+            return self.session.has_ready(processed).then_some(Duration::ZERO);
+        }
         self.session.next_table()?;
         Some(self.pacer.due_in(backlog, Instant::now()))
     }
 
-    /// Reads the next chunk (the caller has paused the stream at `processed`, so
-    /// `processed` ⊆ G; a chunk read ahead is used only if that holds for it) and returns it
-    /// if it may be published at once. Unless the stream has a `backlog`, a throttle is set
-    /// or the capture locks (`SnapshotReader::reads_ahead`), the chunk after it is read
-    /// ahead meanwhile.
+    /// The next chunk to publish (the caller has paused the stream at `processed`, so
+    /// `processed` ⊆ G of every chunk read now): a chunk read before whose position
+    /// `processed` covers; else, when none waits, the next chunks are read — a round of
+    /// parallel reads when it may ([`Self::read_round`]), else one chunk, the chunk after it
+    /// read ahead meanwhile unless the stream has a `backlog`, a throttle is set or the
+    /// capture locks (`SnapshotReader::reads_ahead`) — and the first of them that may be
+    /// published at once. Call again while it returns one.
     pub async fn read_chunk(
         &mut self,
         processed: &Position,
         backlog: bool,
     ) -> Result<Option<ReadyChunk<ChunkRows>>, Halt> {
+        if self.session.has_pending() {
+            return Ok(self.session.take_ready(processed));
+        }
         let Some(id) = self.session.next_table().cloned() else {
             return Ok(None);
         };
+        if self.read_round(backlog).await? {
+            return Ok(self.session.take_ready(processed));
+        }
         let chunk = self.read_with_retry(&id, processed).await?;
-        let run = self.tables.get(&id).ok_or("snapshot_table_not_found")?;
-        let raw_end = match chunk.rows.last() {
-            Some(row) => Some(run.table.key.key_of(row).map_err(|e| e.code())?),
-            None => None,
+        let last = chunk.last;
+        let after = self.cursor_key(&id);
+        let (raw_end, _) = self.offer(&id, after, chunk, false).await?;
+        if self
+            .pacer
+            .reads_ahead(last, backlog, self.reader.reads_ahead())
+        {
+            let run = self.tables.get(&id).ok_or("snapshot_table_not_found")?;
+            if let (Some((config, identity)), Some(raw_end)) = (&self.source, &raw_end) {
+                let asked = self.sizers.get(&id).map_or(1, ChunkSizer::next_size);
+                self.prefetch.seed(self.reader.translation_anchor());
+                self.prefetch
+                    .start(config, identity, &run.table, raw_end.clone(), asked);
+            }
+        }
+        Ok(self.session.take_ready(processed))
+    }
+
+    /// The gate's cursor of `id`: where its next chunk starts when none waits.
+    fn cursor_key(&self, id: &TableId) -> Option<SnapshotKey> {
+        self.session
+            .gate()
+            .cursor(id)
+            .and_then(|c| c.pk_cursor.clone())
+    }
+
+    /// Offers a chunk of `id` whose range starts after `after` (encoded) to the session: its
+    /// range's raw end (the bound of a range read whole, else its last row's key) and its
+    /// encoded end. Its key span teaches the table's [`KeyRanges`].
+    async fn offer(
+        &mut self,
+        id: &TableId,
+        after: Option<SnapshotKey>,
+        chunk: Chunk,
+        beside: bool,
+    ) -> Result<(Option<Vec<KeyPart>>, Option<SnapshotKey>), Halt> {
+        let run = self.tables.get(id).ok_or("snapshot_table_not_found")?;
+        let key_of = |row: Option<&Row>| -> Result<Option<Vec<KeyPart>>, Halt> {
+            row.map(|r| run.table.key.key_of(r).map_err(|e| e.code()))
+                .transpose()
         };
+        let last_key = key_of(chunk.rows.last())?;
+        if KeyRanges::splits(&run.table.key) {
+            if let (Some(first), Some(last)) = (key_of(chunk.rows.first())?, &last_key) {
+                self.ranges
+                    .entry(id.clone())
+                    .or_default()
+                    .observe(&first, last, chunk.rows.len());
+            }
+        }
+        let raw_end = chunk.covers_to.clone().or(last_key);
         let end = match &raw_end {
-            Some(raw) => Some(encode(&mut self.reader, &mut self.weights, &id, run, raw).await?),
+            Some(raw) => Some(encode(&mut self.reader, &mut self.weights, id, run, raw).await?),
             None => None,
         };
         self.pacer.read(chunk.rows.len(), Instant::now());
         if let Some(held) = chunk.lock_held {
             self.lock_holds.push(held);
         }
-        if self
-            .pacer
-            .reads_ahead(chunk.last, backlog, self.reader.reads_ahead())
-        {
-            if let (Some((config, identity)), Some(raw_end)) = (&self.source, &raw_end) {
-                let asked = self.sizers.get(&id).map_or(1, ChunkSizer::next_size);
-                self.prefetch
-                    .start(config, identity, &run.table, raw_end.clone(), asked);
-            }
-        }
         let rows = ChunkRows {
             rows: chunk.rows,
-            raw_end,
+            raw_end: raw_end.clone(),
             point: chunk.binlog_point,
+            beside,
         };
         self.session
-            .chunk_read(id, chunk.position, end, chunk.last, rows)
+            .chunk_read(
+                id.clone(),
+                after.as_ref(),
+                chunk.position,
+                end.clone(),
+                chunk.last,
+                rows,
+            )
             .map_err(|e| match e {
                 SessionError::CursorNotAdvanced => "snapshot_cursor_not_advanced",
-                SessionError::ChunkPending | SessionError::NotNextTable => "snapshot_internal",
+                SessionError::NotContiguous | SessionError::NotNextTable => "snapshot_internal",
             })?;
-        Ok(self.session.take_ready(processed))
+        Ok((raw_end, end))
     }
 
-    /// The waiting chunk, if `next` (the stream output about to be gated) is a transaction
-    /// its position G does not cover (see [`SnapshotSession::take_before`]).
-    pub fn take_before(&mut self, next: &AssemblerOutput) -> Option<ReadyChunk<ChunkRows>> {
+    /// The waiting chunk that must be published before `next` (the stream output about to
+    /// be gated) when `release` — the caller can publish one now —, see
+    /// [`SnapshotSession::take_before`]; chunks that cannot wait are dropped.
+    pub fn take_before(
+        &mut self,
+        next: &AssemblerOutput,
+        release: bool,
+    ) -> Option<ReadyChunk<ChunkRows>> {
         let gtid = match next {
             AssemblerOutput::Transaction(tx) | AssemblerOutput::Slice(tx) => &tx.gtid,
             AssemblerOutput::SchemaChange { gtid, .. }
             | AssemblerOutput::PositionAdvanced { gtid, .. } => gtid,
         };
-        self.session.take_before(gtid)
+        self.session.take_before(gtid, release)
     }
 
-    /// The waiting chunk, if `processed` covers its position.
+    /// A waiting chunk whose position `processed` covers.
     pub fn take_ready(&mut self, processed: &Position) -> Option<ReadyChunk<ChunkRows>> {
         self.session.take_ready(processed)
-    }
-
-    /// Asks the server for the collation weights of every string key in `outputs` of a
-    /// gated table that is not cached yet (one round trip per key column). Every one of them
-    /// is cached afterwards, whatever the cache's budget: [`Self::gate`] then gates these
-    /// outputs from the cache alone.
-    pub async fn resolve_weights<'o>(
-        &mut self,
-        outputs: impl IntoIterator<Item = &'o AssemblerOutput>,
-    ) -> Result<(), Halt> {
-        let mut needed: HashMap<Column, HashSet<Vec<u8>>> = HashMap::new();
-        for output in outputs {
-            let (AssemblerOutput::Transaction(tx) | AssemblerOutput::Slice(tx)) = output else {
-                continue;
-            };
-            for change in &tx.changes {
-                if !self.session.gate().is_gated(&change.table) {
-                    continue;
-                }
-                let Some(run) = self.tables.get(&*change.table) else {
-                    continue;
-                };
-                for row in [&change.before, &change.after].into_iter().flatten() {
-                    let parts = run.table.key.key_of(row).map_err(|e| e.code())?;
-                    for (i, part) in parts.into_iter().enumerate() {
-                        if let KeyPart::Text(bytes) = part {
-                            needed
-                                .entry(((*change.table).clone(), i))
-                                .or_default()
-                                .insert(bytes);
-                        }
-                    }
-                }
-            }
-        }
-        // room is made once, for the whole batch, before any of it is fetched
-        for ((table, index), values) in self.weights.missing(needed) {
-            let run = self.tables.get(&table).ok_or("snapshot_table_not_found")?;
-            let weights = fetch_weights(&mut self.reader, run, index, &values).await?;
-            self.weights.insert((table, index), values, weights);
-        }
-        Ok(())
-    }
-
-    /// Gates one stream output: suppressed changes are removed (the transaction still
-    /// advances the position), key-changing updates may be cut to one half. A DDL statement
-    /// on a table being snapshotted halts.
-    pub fn gate(&mut self, output: AssemblerOutput) -> Result<AssemblerOutput, Halt> {
-        match output {
-            AssemblerOutput::Transaction(tx) => {
-                self.gate_changes(tx).map(AssemblerOutput::Transaction)
-            }
-            // a slice is gated like a whole transaction: no chunk is read while one is open
-            AssemblerOutput::Slice(tx) => self.gate_changes(tx).map(AssemblerOutput::Slice),
-            AssemblerOutput::SchemaChange { ref change, .. } if self.touches_gated(change) => {
-                Err("snapshot_schema_drifted")
-            }
-            other => Ok(other),
-        }
-    }
-
-    /// Removes the suppressed changes of a transaction (or slice) and cuts key-changing
-    /// updates where the gate says so.
-    fn gate_changes(&mut self, mut tx: Transaction) -> Result<Transaction, Halt> {
-        if !tx
-            .changes
-            .iter()
-            .any(|c| self.session.gate().is_gated(&c.table))
-        {
-            return Ok(tx);
-        }
-        let changes = std::mem::take(&mut tx.changes);
-        let mut kept = Vec::with_capacity(changes.len());
-        for change in changes {
-            if !self.session.gate().is_gated(&change.table) {
-                kept.push(change);
-                continue;
-            }
-            let verdict = self.verdict(&change)?;
-            if verdict != capstan_core::snapshot::Verdict::Forward {
-                self.suppressed += 1;
-            }
-            kept.extend(verdict.apply(change));
-        }
-        tx.changes = kept;
-        Ok(tx)
-    }
-
-    fn touches_gated(&self, change: &SchemaChange) -> bool {
-        let Some(schema) = change.schema.as_deref() else {
-            return false;
-        };
-        self.session.tables().iter().any(|t| {
-            self.session.gate().is_gated(t)
-                && t.schema == schema
-                && change.table.as_deref().is_none_or(|name| name == t.table)
-        })
-    }
-
-    fn verdict(&self, change: &Change) -> Result<capstan_core::snapshot::Verdict, Halt> {
-        let run = self
-            .tables
-            .get(&*change.table)
-            .ok_or("snapshot_table_not_found")?;
-        let key = |row: &Option<Row>| -> Result<SnapshotKey, Halt> {
-            let row = row.as_ref().ok_or("snapshot_row_image_missing")?;
-            let parts = run.table.key.key_of(row).map_err(|e| e.code())?;
-            encode_cached(&self.weights, &change.table, &parts).ok_or("snapshot_pk_weight_failed")
-        };
-        let gate = self.session.gate();
-        let (verdict, key_changed) = match change.op {
-            Op::Insert => (
-                gate.decide(&change.table, RowKeys::Insert(&key(&change.after)?)),
-                false,
-            ),
-            Op::Delete => (
-                gate.decide(&change.table, RowKeys::Delete(&key(&change.before)?)),
-                false,
-            ),
-            Op::Update => {
-                let (before, after) = (key(&change.before)?, key(&change.after)?);
-                let verdict = gate.decide(
-                    &change.table,
-                    RowKeys::Update {
-                        before: &before,
-                        after: &after,
-                    },
-                );
-                (verdict, before != after)
-            }
-        };
-        Ok(if run.incremental {
-            ad_hoc_verdict(verdict, change.op, key_changed)
-        } else {
-            verdict
-        })
     }
 
     /// The table being published: its description.
@@ -499,6 +453,7 @@ impl SnapshotDriver {
         }
         run.rows_done += ready.payload.rows.len() as u64;
         self.kafka_chunks += 1;
+        self.round_used += u64::from(ready.payload.beside);
         let status = if ready.last {
             TableStatus::Complete
         } else {

@@ -17,6 +17,7 @@ use capstan_core::snapshot::Verdict;
 use capstan_raft_store::{SnapshotKind, TableProgress};
 
 use super::pipeline_spec::{CheckedSnapshot, SnapshotMode};
+use super::snapshot_spec::DEFAULT_PARALLEL_READS;
 
 /// The snapshot decisions taken at a runner's start (pure).
 #[derive(Debug)]
@@ -43,6 +44,7 @@ impl SnapshotPlan<'_> {
             tables: None,
             chunk_size: None,
             max_rows_per_second: None,
+            parallel_reads: DEFAULT_PARALLEL_READS,
         })
     }
 
@@ -171,6 +173,7 @@ mod tests {
             tables: Some(ids(&["shop.c", "shop.a"])),
             chunk_size: Some(10),
             max_rows_per_second: None,
+            parallel_reads: 1,
         };
         let plan = SnapshotPlan {
             configured: Some(&configured),
@@ -201,6 +204,7 @@ mod tests {
             tables: None,
             chunk_size: None,
             max_rows_per_second: None,
+            parallel_reads: 1,
         };
         let plan = SnapshotPlan {
             configured: Some(&configured),

@@ -45,6 +45,14 @@ pub struct SnapshotSpec {
     /// the stream has a backlog, so live changes go first.
     #[serde(default)]
     pub max_rows_per_second: Option<u32>,
+    /// Chunk reads run at once, each on a source connection of its own (1 to
+    /// [`MAX_PARALLEL_READS`], default [`DEFAULT_PARALLEL_READS`]: one at a time, the next
+    /// read ahead on MariaDB): chunks of several tables, and consecutive key ranges of a
+    /// table keyed by one integer column — for a source server with cores to spare. Reads
+    /// are one at a time anyway while the stream has a backlog or under
+    /// `max_rows_per_second`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_reads: Option<u32>,
 }
 
 impl Default for SnapshotSpec {
@@ -54,12 +62,17 @@ impl Default for SnapshotSpec {
             tables: None,
             chunk_size: None,
             max_rows_per_second: None,
+            parallel_reads: None,
         }
     }
 }
 
 /// The largest chunk: a chunk is held in memory whole.
 pub const MAX_CHUNK_SIZE: u32 = 1_000_000;
+/// The most chunk reads at once (source connections of one snapshot).
+pub const MAX_PARALLEL_READS: u32 = 16;
+/// Chunk reads at once when `parallel_reads` is not set.
+pub const DEFAULT_PARALLEL_READS: u32 = 1;
 
 /// The checked snapshot block.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +86,8 @@ pub struct CheckedSnapshot {
     pub chunk_size: Option<u32>,
     /// Rows per second ceiling.
     pub max_rows_per_second: Option<u32>,
+    /// Chunk reads at once.
+    pub parallel_reads: u32,
 }
 
 impl SnapshotSpec {
@@ -88,6 +103,15 @@ impl SnapshotSpec {
             return Err(PipelineSpecError::new(
                 "snapshot.chunk_size",
                 format!("must be 1 to {MAX_CHUNK_SIZE}"),
+            ));
+        }
+        if self
+            .parallel_reads
+            .is_some_and(|n| n == 0 || n > MAX_PARALLEL_READS)
+        {
+            return Err(PipelineSpecError::new(
+                "snapshot.parallel_reads",
+                format!("must be 1 to {MAX_PARALLEL_READS}"),
             ));
         }
         if self.max_rows_per_second == Some(0) {
@@ -146,6 +170,7 @@ impl SnapshotSpec {
             tables,
             chunk_size: self.chunk_size,
             max_rows_per_second: self.max_rows_per_second,
+            parallel_reads: self.parallel_reads.unwrap_or(DEFAULT_PARALLEL_READS),
         }))
     }
 }
