@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use capstan_connectors::mysql::snapshot::{
     ChunkPrefetch, KeyPart, KeyRanges, ParallelReads, PositionCapture, RangeRead, ReaderOptions,
-    SnapshotReader, SnapshotTable,
+    SnapshotReader, SnapshotTable, TranslationStats,
 };
 use capstan_connectors::mysql::{Password, SourceConfig, TlsConfig, TlsMode, ValidSourceConfig};
 use capstan_core::change::{TableId, Value};
@@ -522,6 +522,24 @@ async fn open_reader(
     Ok((reader, table))
 }
 
+/// MariaDB: how a reader's chunk positions were translated (nothing on MySQL's lock path).
+fn print_translations(who: &str, t: Option<TranslationStats>) {
+    let Some(t) = t.filter(|t| t.by_server + t.walked + t.unchanged > 0) else {
+        return;
+    };
+    println!(
+        "    {who} positions: {} by BINLOG_GTID_POS, {} walked ({} events), {} unchanged, {} \
+         fallbacks{}",
+        t.by_server,
+        t.walked,
+        t.events_read,
+        t.unchanged,
+        t.fallbacks,
+        t.last_fallback
+            .map_or(String::new(), |c| format!(" (last: {c})"))
+    );
+}
+
 /// Touches every value of `rows`.
 fn touch_rows(rows: &[capstan_core::change::Row]) -> u64 {
     let mut check = 0u64;
@@ -621,6 +639,7 @@ async fn run_capstan_rounds(
     let secs = start.elapsed().as_secs_f64();
     let cpu = process_cpu() - cpu;
     std::hint::black_box(check);
+    print_translations("main reader", Some(reader.translation_stats()));
     Ok(CapstanPass {
         measured: Measured { rows, secs, cpu },
         chunks,
@@ -705,6 +724,8 @@ async fn run_capstan(
     let secs = start.elapsed().as_secs_f64();
     let cpu = process_cpu() - cpu;
     std::hint::black_box(check);
+    print_translations("main reader", Some(reader.translation_stats()));
+    print_translations("read-ahead reader", ahead.translation_stats());
     Ok(CapstanPass {
         measured: Measured { rows, secs, cpu },
         chunks,

@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use super::chunk::{Chunk, ReaderOptions};
 use super::error::SnapshotError;
 use super::key::KeyPart;
-use super::reader::{SnapshotReader, TranslationAnchor};
+use super::reader::{SnapshotReader, TranslationAnchor, TranslationStats};
 use super::table::SnapshotTable;
 use crate::mysql::source_config::ValidSourceConfig;
 
@@ -129,6 +129,12 @@ impl ChunkPrefetch {
         self.anchor = anchor;
     }
 
+    /// How the second connection's chunk positions were translated (MariaDB), while it is
+    /// idle.
+    pub fn translation_stats(&self) -> Option<TranslationStats> {
+        self.idle.as_ref().map(SnapshotReader::translation_stats)
+    }
+
     /// True while a chunk is being read ahead (or waits to be taken).
     pub fn is_pending(&self) -> bool {
         self.pending.is_some()
@@ -158,22 +164,12 @@ impl ChunkPrefetch {
         let cursor = after.clone();
         let anchor = self.anchor.clone();
         let task = tokio::spawn(async move {
-            let mut reader = match reader {
-                Some(r) => r,
-                None => {
-                    let opened: Result<SnapshotReader, SnapshotError> = async {
-                        let mut r = SnapshotReader::open_with(&config, options).await?;
-                        r.check_identity(&identity).await?;
-                        Ok(r)
-                    }
-                    .await;
-                    match opened {
-                        Ok(r) => r,
-                        Err(e) => return (None, Err(e)),
-                    }
-                }
+            let opened =
+                SnapshotReader::reuse_or_open(reader, &config, options, &identity, anchor).await;
+            let mut reader = match opened {
+                Ok(r) => r,
+                Err(e) => return (None, Err(e)),
             };
-            reader.seed_translation(anchor);
             let started = Instant::now();
             match reader.read_chunk(&t, Some(&cursor), asked).await {
                 Ok(chunk) => (Some(reader), Ok((chunk, started.elapsed()))),

@@ -95,22 +95,13 @@ impl ParallelReads {
                 let (identity, read) = (identity.to_string(), read.clone());
                 let anchor = anchor.clone();
                 tokio::spawn(async move {
-                    let mut reader = match reader {
-                        Some(r) => r,
-                        None => {
-                            let opened: Result<SnapshotReader, SnapshotError> = async {
-                                let mut r = SnapshotReader::open_with(&config, options).await?;
-                                r.check_identity(&identity).await?;
-                                Ok(r)
-                            }
+                    let opened =
+                        SnapshotReader::reuse_or_open(reader, &config, options, &identity, anchor)
                             .await;
-                            match opened {
-                                Ok(r) => r,
-                                Err(e) => return (None, Err(e)),
-                            }
-                        }
+                    let mut reader = match opened {
+                        Ok(r) => r,
+                        Err(e) => return (None, Err(e)),
                     };
-                    reader.seed_translation(anchor);
                     match read_one(&mut reader, &read).await {
                         Ok(done) => (Some(reader), Ok(done)),
                         Err(e) => (None, Err(e)),

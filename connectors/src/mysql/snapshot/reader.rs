@@ -150,6 +150,29 @@ impl SnapshotReader {
         })
     }
 
+    /// An extra connection of a snapshot (a read ahead, a round's): `idle` when there is one,
+    /// else a new one opened with `options` and checked to reach the server named
+    /// `identity`; its position translation seeded with `anchor`
+    /// ([`SnapshotReader::seed_translation`]).
+    pub async fn reuse_or_open(
+        idle: Option<SnapshotReader>,
+        config: &ValidSourceConfig,
+        options: ReaderOptions,
+        identity: &str,
+        anchor: Option<TranslationAnchor>,
+    ) -> Result<SnapshotReader, SnapshotError> {
+        let mut reader = match idle {
+            Some(r) => r,
+            None => {
+                let mut r = SnapshotReader::open_with(config, options).await?;
+                r.check_identity(identity).await?;
+                r
+            }
+        };
+        reader.seed_translation(anchor);
+        Ok(reader)
+    }
+
     /// The server flavour.
     pub fn flavor(&self) -> Flavor {
         self.flavor
