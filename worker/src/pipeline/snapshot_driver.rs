@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use capstan_connectors::mysql::snapshot::{
-    BinlogPoint, Chunk, ChunkPrefetch, KeyPart, KeyRanges, ParallelReads, SnapshotReader,
-    SnapshotTable,
+    BinlogPoint, Chunk, ChunkPrefetch, KeyPart, KeyRanges, ParallelReads, PrefetchBackoff,
+    SnapshotReader, SnapshotTable,
 };
 use capstan_connectors::mysql::{AssemblerOutput, ValidSourceConfig};
 use capstan_core::change::{Row, TableId};
@@ -68,6 +68,8 @@ pub struct SnapshotDriver {
     /// in the same table was cut short.
     pub rounds: u64,
     round_wasted: u64,
+    /// After a failed round, the next chunks are read one at a time for a while.
+    round_backoff: PrefetchBackoff,
     /// Chunks read beside another of their round and published.
     round_used: u64,
     /// The collation weights of string key values, under a byte budget.
@@ -142,6 +144,7 @@ impl SnapshotDriver {
             ranges: HashMap::new(),
             rounds: 0,
             round_wasted: 0,
+            round_backoff: PrefetchBackoff::default(),
             round_used: 0,
             weights,
             kafka_chunks: 0,

@@ -45,7 +45,7 @@ mod table;
 mod weighing;
 
 pub use chunk::{Chunk, PositionCapture, ReaderOptions};
-pub use chunk_prefetch::ChunkPrefetch;
+pub use chunk_prefetch::{ChunkPrefetch, PrefetchBackoff};
 pub use error::SnapshotError;
 pub use gtid_walk::{BinlogPoint, EventRow, GtidWalk, WalkError, WalkStep};
 pub use key::{KeyColumn, KeyKind, KeyPart, KeyShape};

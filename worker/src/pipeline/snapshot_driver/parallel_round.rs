@@ -1,8 +1,11 @@
 //! [`SnapshotDriver::read_round`]: several chunks read at once (ADR-0005, *Parallel reads*),
-//! each on a connection of its own ([`ParallelReads`](capstan_connectors::mysql::snapshot::ParallelReads)):
-//! consecutive key ranges of a table keyed by one integer column
+//! each on a connection of its own
+//! ([`ParallelReads`](capstan_connectors::mysql::snapshot::ParallelReads)): consecutive key
+//! ranges of a table keyed by one integer column
 //! ([`KeyRanges`](capstan_connectors::mysql::snapshot::KeyRanges)), and the first chunks of
-//! the tables after it. Each chunk has its own position G; the session publishes them in key
+//! the tables after it. A round that fails is not tried again for the next 1, 3, 7, … (at
+//! most 32) chunks, which are read one at a time, so a source refusing more connections
+//! costs few attempts. Each chunk has its own position G; the session publishes them in key
 //! order per table, each when the stream reaches its G, and drops one that cannot wait.
 
 use capstan_connectors::mysql::snapshot::{KeyRanges, RangeRead, SnapshotReader};
@@ -14,13 +17,17 @@ use super::SnapshotDriver;
 
 impl SnapshotDriver {
     /// Reads a round of chunks at once and offers them in key order per table, up to the
-    /// first of a table cut short (a bounded range holding more than its chunk; those after
-    /// it are dropped unread-for: the next round starts at its end). False when no round is
-    /// read: one read at a time is configured, the stream has a backlog (the chunks would go
-    /// stale), a throttle is set (it spaces single chunks), there is only one chunk to read,
-    /// or a read failed (the caller then reads one chunk, with its retries).
+    /// first of a table cut short (a bounded range holding more than its chunk; the ones read
+    /// after it in the round are dropped and the next round starts at its end). False when
+    /// no round is read: one read at a time is configured, the stream has a backlog (the
+    /// chunks would go stale), a throttle is set (it spaces single chunks), there is only
+    /// one chunk to read, a round failed lately, or a read failed now (the caller then reads
+    /// one chunk, with its retries).
     pub(super) async fn read_round(&mut self, backlog: bool) -> Result<bool, Halt> {
-        if self.parallel_reads < 2 || !self.pacer.reads_ahead(false, backlog, true) {
+        if self.parallel_reads < 2
+            || !self.pacer.reads_ahead(false, backlog, true)
+            || !self.round_backoff.try_start()
+        {
             return Ok(false);
         }
         let Some((config, identity)) = self.source.clone() else {
@@ -46,6 +53,7 @@ impl SnapshotDriver {
                 "parallel snapshot reads failed; reading one chunk at a time"
             );
             self.round_wasted += reads.len() as u64;
+            self.round_backoff.stale();
             if at == 0 {
                 // the first read ran on the main connection, which may be mid-statement
                 if let Ok(mut reader) = SnapshotReader::open(&config).await {
@@ -57,6 +65,7 @@ impl SnapshotDriver {
             return Ok(false);
         }
         self.rounds += 1;
+        self.round_backoff.used();
         let mut cut: Option<TableId> = None;
         let mut previous: Option<(TableId, Option<SnapshotKey>)> = None;
         for (i, ((id, read), outcome)) in plan.into_iter().zip(outcomes).enumerate() {
