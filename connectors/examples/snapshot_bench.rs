@@ -577,28 +577,15 @@ async fn run_capstan_rounds(
     let complete = 'pass: loop {
         let asked = sizer.next_size();
         largest = largest.max(asked);
-        let mut reads = Vec::with_capacity(parallel);
-        let mut lo = after.clone();
         let last = match &after {
             Some(_) => reader.last_key(&table).await?,
             None => None,
         };
-        if let (Some(a), Some(last)) = (&after, &last) {
-            for upto in ranges.bounds(a, asked, parallel, last) {
-                reads.push(RangeRead {
-                    table: table.clone(),
-                    after: lo.replace(upto.clone()),
-                    upto: Some(upto),
-                    rows: asked,
-                });
-            }
-        }
-        reads.push(RangeRead {
-            table: table.clone(),
-            after: lo,
-            upto: None,
-            rows: asked,
-        });
+        let bounds = match (&after, &last) {
+            (Some(a), Some(last)) => ranges.bounds(a, asked, parallel, last),
+            _ => Vec::new(),
+        };
+        let reads = RangeRead::consecutive(&table, after.clone(), bounds, asked);
         let t0 = Instant::now();
         let outcomes = pool.read_all(&mut reader, &config, &identity, &reads).await;
         chunk_times.push(t0.elapsed());
@@ -619,7 +606,7 @@ async fn run_capstan_rounds(
             if chunk.last {
                 break 'pass true;
             }
-            let whole = read.upto.is_none() || chunk.covers_to.is_some();
+            let whole = read.read_whole(&chunk);
             after = match chunk.covers_to {
                 Some(bound) => Some(bound),
                 None => match chunk.rows.last() {

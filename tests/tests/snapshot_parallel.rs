@@ -74,26 +74,13 @@ async fn tile(db: &DbEnv) {
     'pass: loop {
         rounds += 1;
         assert!(rounds < 500, "{}: no progress", db.name);
-        let mut reads = Vec::new();
-        let mut lo = after.clone();
         let last = reader.last_key(&t).await.unwrap();
         assert_eq!(last, Some(vec![KeyPart::Int(400_300)]));
-        if let Some(a) = &after {
-            for upto in ranges.bounds(a, asked, parallel, last.as_deref().unwrap()) {
-                reads.push(RangeRead {
-                    table: t.clone(),
-                    after: lo.replace(upto.clone()),
-                    upto: Some(upto),
-                    rows: asked,
-                });
-            }
-        }
-        reads.push(RangeRead {
-            table: t.clone(),
-            after: lo,
-            upto: None,
-            rows: asked,
-        });
+        let bounds = match &after {
+            Some(a) => ranges.bounds(a, asked, parallel, last.as_deref().unwrap()),
+            None => Vec::new(),
+        };
+        let reads = RangeRead::consecutive(&t, after.clone(), bounds, asked);
         let outcomes = pool.read_all(&mut reader, &config, &identity, &reads).await;
         assert_eq!(outcomes.len(), reads.len());
         assert!(pool.connections() < parallel, "{}", db.name);
@@ -144,7 +131,7 @@ async fn tile(db: &DbEnv) {
                     chunk.rows.len(),
                 );
             }
-            let whole = read.upto.is_none() || chunk.covers_to.is_some();
+            let whole = read.read_whole(&chunk);
             after = chunk
                 .covers_to
                 .clone()

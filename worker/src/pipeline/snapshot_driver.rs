@@ -226,14 +226,22 @@ impl SnapshotDriver {
                 "snapshot chunk read failed; retrying"
             );
             tokio::time::sleep(pause).await;
-            if let Ok(mut reader) = SnapshotReader::open(&config).await {
-                reader
-                    .check_identity(&identity)
-                    .await
-                    .map_err(|e| e.code())?;
-                self.reader = reader;
-            }
+            self.reconnect(&config, &identity).await?;
         }
+    }
+
+    /// A fresh main connection after a failed read, checked to reach the stream's server
+    /// (`identity`; another server halts). One that does not open leaves the old one, and
+    /// the next attempt finds out.
+    async fn reconnect(&mut self, config: &ValidSourceConfig, identity: &str) -> Result<(), Halt> {
+        if let Ok(mut reader) = SnapshotReader::open(config).await {
+            reader
+                .check_identity(identity)
+                .await
+                .map_err(|e| e.code())?;
+            self.reader = reader;
+        }
+        Ok(())
     }
 
     /// The table's next chunk size.

@@ -33,6 +33,43 @@ pub struct RangeRead {
     pub rows: u32,
 }
 
+impl RangeRead {
+    /// The reads of `table` after `after` for a round: one per bound in `bounds` (ascending;
+    /// each range ends at its bound and the next starts there), then one open read after the
+    /// last, each of at most `rows` rows.
+    pub fn consecutive(
+        table: &SnapshotTable,
+        after: Option<Vec<KeyPart>>,
+        bounds: Vec<Vec<KeyPart>>,
+        rows: u32,
+    ) -> Vec<RangeRead> {
+        let mut lo = after;
+        let mut reads: Vec<RangeRead> = bounds
+            .into_iter()
+            .map(|upto| RangeRead {
+                table: table.clone(),
+                after: lo.replace(upto.clone()),
+                upto: Some(upto),
+                rows,
+            })
+            .collect();
+        reads.push(RangeRead {
+            table: table.clone(),
+            after: lo,
+            upto: None,
+            rows,
+        });
+        reads
+    }
+
+    /// True when `chunk`, read for this range, holds all of it: an open range always (its
+    /// chunk ends at its last row or at the table's end), a bounded one when it reached its
+    /// bound ([`Chunk::covers_to`]); otherwise the chunk's size cut it short.
+    pub fn read_whole(&self, chunk: &Chunk) -> bool {
+        self.upto.is_none() || chunk.covers_to.is_some()
+    }
+}
+
 /// A read's chunk and how long it took.
 pub type RangeOutcome = Result<(Chunk, Duration), SnapshotError>;
 

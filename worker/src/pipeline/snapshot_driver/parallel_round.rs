@@ -8,7 +8,7 @@
 //! costs few attempts. Each chunk has its own position G; the session publishes them in key
 //! order per table, each when the stream reaches its G, and drops one that cannot wait.
 
-use capstan_connectors::mysql::snapshot::{KeyRanges, RangeRead, SnapshotReader};
+use capstan_connectors::mysql::snapshot::{KeyRanges, RangeRead};
 use capstan_core::change::TableId;
 use capstan_core::snapshot::SnapshotKey;
 
@@ -33,51 +33,44 @@ impl SnapshotDriver {
         let Some((config, identity)) = self.source.clone() else {
             return Ok(false);
         };
-        let plan = self.plan_round().await?;
-        if plan.len() < 2 {
+        let reads = self.plan_round().await?;
+        if reads.len() < 2 {
             return Ok(false);
         }
-        let reads: Vec<RangeRead> = plan.iter().map(|(_, read)| read.clone()).collect();
         let outcomes = self
             .parallel
             .read_all(&mut self.reader, &config, &identity, &reads)
             .await;
-        if let Some((at, e)) = outcomes
-            .iter()
-            .enumerate()
-            .find_map(|(i, o)| o.as_ref().err().map(|e| (i, e)))
-        {
-            tracing::warn!(
-                code = e.code(),
-                reads = reads.len(),
-                "parallel snapshot reads failed; reading one chunk at a time"
-            );
-            self.round_wasted += reads.len() as u64;
-            self.round_backoff.stale();
-            if at == 0 {
-                // the first read ran on the main connection, which may be mid-statement
-                if let Ok(mut reader) = SnapshotReader::open(&config).await {
-                    if reader.check_identity(&identity).await.is_ok() {
-                        self.reader = reader;
-                    }
+        let main_failed = outcomes.first().is_some_and(Result::is_err);
+        let chunks = match outcomes.into_iter().collect::<Result<Vec<_>, _>>() {
+            Ok(chunks) => chunks,
+            Err(e) => {
+                tracing::warn!(
+                    code = e.code(),
+                    reads = reads.len(),
+                    "parallel snapshot reads failed; reading one chunk at a time"
+                );
+                self.round_wasted += reads.len() as u64;
+                self.round_backoff.stale();
+                if main_failed {
+                    // the first read ran on the main connection, which may be mid-statement
+                    self.reconnect(&config, &identity).await?;
                 }
+                return Ok(false);
             }
-            return Ok(false);
-        }
+        };
         self.rounds += 1;
         self.round_backoff.used();
         let mut cut: Option<TableId> = None;
         let mut previous: Option<(TableId, Option<SnapshotKey>)> = None;
-        for (i, ((id, read), outcome)) in plan.into_iter().zip(outcomes).enumerate() {
-            let Ok((chunk, elapsed)) = outcome else {
-                continue;
-            };
+        for (i, (read, (chunk, elapsed))) in reads.into_iter().zip(chunks).enumerate() {
+            let id = read.table.id.clone();
             if cut.as_ref() == Some(&id) {
                 self.round_wasted += 1;
                 continue;
             }
             self.observe(&id, read.rows, &chunk, elapsed, false);
-            let whole = read.upto.is_none() || chunk.covers_to.is_some();
+            let whole = read.read_whole(&chunk);
             let after = match previous.take() {
                 Some((table, end)) if table == id => end,
                 _ => self.cursor_key(&id),
@@ -97,7 +90,7 @@ impl SnapshotDriver {
     /// order, its next ranges (bounded, where its key splits and its key spread is known,
     /// and below its greatest key, so the open read after them carries the table's last
     /// row) and one open read after them.
-    async fn plan_round(&mut self) -> Result<Vec<(TableId, RangeRead)>, Halt> {
+    async fn plan_round(&mut self) -> Result<Vec<RangeRead>, Halt> {
         let ids: Vec<TableId> = self.session.incomplete().cloned().collect();
         let mut plan = Vec::new();
         for id in ids {
@@ -107,8 +100,7 @@ impl SnapshotDriver {
             }
             let rows = self.next_size(&id);
             let run = self.tables.get(&id).ok_or("snapshot_table_not_found")?;
-            let mut after = run.raw_cursor.clone();
-            let splits = after.is_some()
+            let splits = run.raw_cursor.is_some()
                 && room > 1
                 && self.ranges.contains_key(&id)
                 && KeyRanges::splits(&run.table.key);
@@ -119,29 +111,15 @@ impl SnapshotDriver {
                 None
             };
             let run = self.tables.get(&id).ok_or("snapshot_table_not_found")?;
-            let bounds = match (&after, self.ranges.get(&id), &last) {
+            let bounds = match (&run.raw_cursor, self.ranges.get(&id), &last) {
                 (Some(a), Some(ranges), Some(last)) => ranges.bounds(a, rows, room, last),
                 _ => Vec::new(),
             };
-            for upto in bounds {
-                plan.push((
-                    id.clone(),
-                    RangeRead {
-                        table: run.table.clone(),
-                        after: after.replace(upto.clone()),
-                        upto: Some(upto),
-                        rows,
-                    },
-                ));
-            }
-            plan.push((
-                id.clone(),
-                RangeRead {
-                    table: run.table.clone(),
-                    after,
-                    upto: None,
-                    rows,
-                },
+            plan.extend(RangeRead::consecutive(
+                &run.table,
+                run.raw_cursor.clone(),
+                bounds,
+                rows,
             ));
         }
         Ok(plan)
